@@ -1,0 +1,177 @@
+"""Scaled dot-product attention (Eq. 1) and multi-head attention (Section 3.2.2, Figure 2)."""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+from core.cache import AttentionCache
+from core.masks import merge_masks
+
+
+def attention_scores(query: Tensor, key: Tensor) -> Tensor:
+    """Raw compatibility scores Q K^T: [B, H, T, d_k] x [B, H, S, d_k] -> [B, H, T, S]."""
+    return query @ key.transpose(-2, -1)
+
+
+def scaled_dot_product(
+    query: Tensor,
+    key: Tensor,
+    value: Tensor,
+    mask: Tensor | None = None,
+    dropout_p: float = 0.0,
+    scale: float | None = None,
+) -> tuple[Tensor, Tensor]:
+    """Eq. 1, computed explicitly: ``softmax(Q K^T / sqrt(d_k)) V``.
+
+    ``mask`` is bool, broadcastable to [B, H, T, S], True = may not attend; masked scores become
+    -inf, so their weights are exactly 0. Returns the output [B, H, T, d_v] and the attention
+    weights [B, H, T, S] (before dropout).
+    """
+    scale = query.shape[-1] ** -0.5 if scale is None else scale
+    scores = attention_scores(query, key) * scale
+    if mask is not None:
+        scores = scores.masked_fill(mask, float("-inf"))
+    weights = scores.softmax(dim=-1)
+    output = F.dropout(weights, p=dropout_p) @ value
+    return output, weights
+
+
+class MultiHeadAttention(nn.Module):
+    """Multi-head attention (Section 3.2.2): ``Concat(head_1..head_h) W^O`` with
+    ``head_i = Attention(Q W_i^Q, K W_i^K, V W_i^V)``.
+
+    One module serves the paper's three uses: encoder self-attention ``mha(x)``,
+    encoder-decoder (cross) attention ``mha(x, context=memory)`` and masked decoder
+    self-attention ``mha(x, causal=True)``. The Q, K and V projections of all heads are one fused
+    ``qkv`` linear layer ([W^Q; W^K; W^V] stacked, as in timm); cross-attention applies the Q rows
+    to ``x`` and the K, V rows to ``context``.
+
+    Args:
+        dim: model width d_model of the input and output.
+        num_heads: number of heads h.
+        dropout: dropout on the attention weights.
+        bias: whether the projections have biases.
+        head_dim: width d_k = d_v of one head; ``dim // num_heads`` by default.
+        proj_dropout: dropout on the output projection (the sublayer's residual dropout).
+    """
+
+    def __init__(
+        self,
+        dim: int,
+        num_heads: int,
+        dropout: float = 0.0,
+        bias: bool = True,
+        head_dim: int | None = None,
+        proj_dropout: float = 0.0,
+    ) -> None:
+        super().__init__()
+        if head_dim is None:
+            if dim % num_heads != 0:
+                raise ValueError(
+                    f"dim {dim} is not divisible by num_heads {num_heads}; "
+                    "choose another head count or pass head_dim"
+                )
+            head_dim = dim // num_heads
+        self.num_heads = num_heads
+        self.head_dim = head_dim
+        self.inner_dim = num_heads * head_dim
+        self.scale = head_dim**-0.5
+        self.dropout = dropout
+        self.qkv = nn.Linear(dim, 3 * self.inner_dim, bias=bias)
+        self.proj = nn.Linear(self.inner_dim, dim, bias=bias)
+        self.proj_drop = nn.Dropout(proj_dropout)
+
+    def _split_heads(self, x: Tensor) -> Tensor:
+        batch, length, _ = x.shape
+        return x.view(batch, length, self.num_heads, self.head_dim).transpose(1, 2)  # (B, H, L, d_k)
+
+    def project_qkv(self, x: Tensor) -> tuple[Tensor, Tensor, Tensor]:
+        """Self-attention projections of ``x`` [B, T, dim]: Q, K, V, each [B, H, T, d_k]."""
+        batch, length, _ = x.shape
+        qkv = self.qkv(x).view(batch, length, 3, self.num_heads, self.head_dim)
+        query, key, value = qkv.permute(2, 0, 3, 1, 4).unbind(0)  # 3 x (B, H, T, d_k)
+        return query, key, value
+
+    def project_query(self, x: Tensor) -> Tensor:
+        """Q = x W^Q for cross-attention, [B, H, T, d_k]."""
+        bias = None if self.qkv.bias is None else self.qkv.bias[: self.inner_dim]
+        return self._split_heads(F.linear(x, self.qkv.weight[: self.inner_dim], bias))
+
+    def project_key_value(self, context: Tensor) -> tuple[Tensor, Tensor]:
+        """K = context W^K, V = context W^V for cross-attention, each [B, H, S, d_k]."""
+        batch, length, _ = context.shape
+        bias = None if self.qkv.bias is None else self.qkv.bias[self.inner_dim :]
+        kv = F.linear(context, self.qkv.weight[self.inner_dim :], bias)
+        kv = kv.view(batch, length, 2, self.num_heads, self.head_dim)
+        key, value = kv.permute(2, 0, 3, 1, 4).unbind(0)  # 2 x (B, H, S, d_k)
+        return key, value
+
+    def forward(
+        self,
+        x: Tensor,
+        context: Tensor | None = None,
+        *,
+        causal: bool = False,
+        key_padding_mask: Tensor | None = None,
+        attn_mask: Tensor | None = None,
+        need_weights: bool = False,
+        cache: AttentionCache | None = None,
+    ) -> Tensor | tuple[Tensor, Tensor]:
+        """Attend from ``x`` [B, T, dim] to itself, or to ``context`` [B, S, dim].
+
+        Args:
+            causal: block keys after each query (masked self-attention of the decoder).
+            key_padding_mask: bool [B, S], True = padding key.
+            attn_mask: bool [T, S], [B, T, S] or [B, H, T, S], True = may not attend.
+            need_weights: also return the attention weights [B, H, T, S], computed by the
+                explicit Eq. 1 path instead of the fused kernel.
+            cache: for incremental decoding. Self-attention appends this call's keys and values
+                to it; cross-attention projects ``context`` into it on the first call and
+                reuses it afterwards.
+        """
+        if x.dim() != 3:
+            raise ValueError(f"attention input must be [batch, length, dim], got shape {tuple(x.shape)}")
+        batch, length, _ = x.shape
+        if context is None:
+            query, key, value = self.project_qkv(x)
+            if cache is not None:
+                key, value = cache.append(key, value)
+        else:
+            query = self.project_query(x)
+            if cache is not None and cache.key is not None and cache.value is not None:
+                key, value = cache.key, cache.value
+            else:
+                key, value = self.project_key_value(context)
+                if cache is not None:
+                    cache.key, cache.value = key, value
+        key_len = key.shape[-2]
+        # A causal query block that spans all keys is the fused kernel's own is_causal case; a
+        # single new token with a cache may see every key, so it needs no mask at all.
+        plain_causal = causal and attn_mask is None and key_padding_mask is None and key_len == length
+        mask = merge_masks(
+            batch,
+            length,
+            key_len,
+            attn_mask=attn_mask,
+            key_padding_mask=key_padding_mask,
+            causal=causal and length > 1 and not (plain_causal and not need_weights),
+            device=x.device,
+        )
+        dropout_p = self.dropout if self.training else 0.0
+        if need_weights:
+            out, weights = scaled_dot_product(query, key, value, mask, dropout_p, self.scale)
+        else:
+            out = F.scaled_dot_product_attention(
+                query,
+                key,
+                value,
+                attn_mask=None if mask is None else ~mask,
+                dropout_p=dropout_p,
+                is_causal=plain_causal and length > 1,
+                scale=self.scale,
+            )
+        out = out.transpose(1, 2).reshape(batch, length, self.inner_dim)  # (B, T, H * d_k)
+        out = self.proj_drop(self.proj(out))
+        return (out, weights) if need_weights else out

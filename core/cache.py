@@ -1,0 +1,66 @@
+"""Key/value cache for incremental (token-by-token) decoding.
+
+At step t the decoder's self-attention needs the keys and values of positions 0..t. Computing
+them again each step costs O(t^2) over a sentence; keeping them makes a step cost O(t).
+Cross-attention keys and values depend only on the encoder output, so they are projected once.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import torch
+from torch import Tensor
+
+
+@dataclass
+class AttentionCache:
+    """Keys and values one attention module has computed so far, each [B, H, S, head_dim]."""
+
+    key: Tensor | None = None
+    value: Tensor | None = None
+
+    @property
+    def length(self) -> int:
+        """Number of cached key positions S."""
+        return 0 if self.key is None else self.key.shape[-2]
+
+    def append(self, key: Tensor, value: Tensor) -> tuple[Tensor, Tensor]:
+        """Add new positions [B, H, T, head_dim] and return all keys and values so far."""
+        if self.key is not None and self.value is not None:
+            key = torch.cat([self.key, key], dim=-2)  # (B, H, S + T, head_dim)
+            value = torch.cat([self.value, value], dim=-2)
+        self.key, self.value = key, value
+        return key, value
+
+    def reorder(self, index: Tensor) -> None:
+        """Keep batch rows ``index`` [B'] (beam search after pruning hypotheses)."""
+        if self.key is not None and self.value is not None:
+            self.key = self.key.index_select(0, index)
+            self.value = self.value.index_select(0, index)
+
+
+@dataclass
+class DecoderCache:
+    """One self-attention and one cross-attention cache per decoder layer."""
+
+    self_attn: list[AttentionCache] = field(default_factory=list)
+    cross_attn: list[AttentionCache] = field(default_factory=list)
+
+    @classmethod
+    def empty(cls, num_layers: int) -> "DecoderCache":
+        """A cache with nothing in it for a decoder of ``num_layers`` layers."""
+        return cls(
+            self_attn=[AttentionCache() for _ in range(num_layers)],
+            cross_attn=[AttentionCache() for _ in range(num_layers)],
+        )
+
+    @property
+    def length(self) -> int:
+        """Number of target positions already decoded (the offset of the next one)."""
+        return self.self_attn[0].length if self.self_attn else 0
+
+    def reorder(self, index: Tensor) -> None:
+        """Keep batch rows ``index`` in every layer's caches."""
+        for cache in (*self.self_attn, *self.cross_attn):
+            cache.reorder(index)

@@ -1,0 +1,51 @@
+"""Loading checkpoints as data: ``torch.load(weights_only=True)`` only, never unpickling code."""
+
+from __future__ import annotations
+
+import pickle
+from pathlib import Path
+from typing import Any, TypeVar
+
+import torch
+from torch import nn
+
+ModuleT = TypeVar("ModuleT", bound=nn.Module)
+
+
+def load_checkpoint(path: str | Path, map_location: str | torch.device = "cpu") -> dict[str, Any]:
+    """Read a checkpoint file holding only tensors and plain Python types.
+
+    Raises ``FileNotFoundError`` for a missing file and ``ValueError`` for a file that would need
+    arbitrary unpickling (which could run code) or is not a checkpoint at all.
+    """
+    path = Path(path)
+    if not path.is_file():
+        raise FileNotFoundError(f"checkpoint {path} does not exist; pass the path of a .ckpt file")
+    try:
+        checkpoint = torch.load(path, map_location=map_location, weights_only=True)
+    except pickle.UnpicklingError as error:
+        raise ValueError(
+            f"checkpoint {path} holds objects other than tensors and plain Python types, so it was "
+            "refused: loading it could execute code. Use checkpoints written by this toolkit, or "
+            f"re-save a trusted one as a plain state dict. ({str(error).splitlines()[0]})"
+        ) from None
+    except (RuntimeError, EOFError) as error:
+        raise ValueError(f"{path} is not a readable checkpoint ({error})") from None
+    if not isinstance(checkpoint, dict):
+        raise ValueError(f"checkpoint {path} holds a {type(checkpoint).__name__}, expected a dict")
+    return checkpoint
+
+
+def load_module(module_class: type[ModuleT], path: str | Path, map_location: str | torch.device = "cpu") -> ModuleT:
+    """Rebuild a module from a Lightning checkpoint: ``module_class(**hyper_parameters)``, then
+    its ``state_dict``; returned in eval mode."""
+    checkpoint = load_checkpoint(path, map_location)
+    missing = {"hyper_parameters", "state_dict"} - checkpoint.keys()
+    if missing:
+        raise ValueError(
+            f"checkpoint {path} lacks {sorted(missing)}; pass a checkpoint written by a training run "
+            "(checkpoints/last.ckpt or the best one)"
+        )
+    module = module_class(**checkpoint["hyper_parameters"])
+    module.load_state_dict(checkpoint["state_dict"])
+    return module.eval()

@@ -1,0 +1,161 @@
+"""Encoder and decoder layers (Figure 1) with the paper's Add&Norm (Section 3.1)."""
+
+from __future__ import annotations
+
+from typing import Callable
+
+from torch import Tensor, nn
+
+from core.attention import MultiHeadAttention
+from core.cache import AttentionCache
+from core.feedforward import FeedForward
+from core.regularization import DropPath, LayerScale
+
+
+def add_norm(
+    x: Tensor,
+    sublayer: Callable[[Tensor], Tensor],
+    norm: nn.Module,
+    scale: nn.Module,
+    drop_path: nn.Module,
+    norm_first: bool,
+) -> Tensor:
+    """Residual connection around ``sublayer`` with layer normalization.
+
+    Post-norm is the paper's ``LayerNorm(x + Sublayer(x))``; pre-norm (``norm_first``, used by
+    ViT and most deep models) is ``x + Sublayer(LayerNorm(x))``. ``scale`` (LayerScale) and
+    ``drop_path`` (stochastic depth) act on the branch and are identities by default.
+    """
+    if norm_first:
+        return x + drop_path(scale(sublayer(norm(x))))
+    return norm(x + drop_path(scale(sublayer(x))))
+
+
+def branch_parts(
+    dim: int, norm_eps: float, layer_scale: float | None, drop_path: float
+) -> tuple[nn.LayerNorm, nn.Module, nn.Module]:
+    """The LayerNorm, LayerScale and DropPath around one residual branch (absent ones are
+    ``nn.Identity``)."""
+    return (
+        nn.LayerNorm(dim, eps=norm_eps),
+        LayerScale(dim, layer_scale) if layer_scale else nn.Identity(),
+        DropPath(drop_path) if drop_path > 0 else nn.Identity(),
+    )
+
+
+def ffn_width(dim: int, ffn_dim: int | None, mlp_ratio: float) -> int:
+    """Inner width d_ff: ``ffn_dim`` if given, else ``mlp_ratio * dim``."""
+    return ffn_dim if ffn_dim is not None else int(dim * mlp_ratio)
+
+
+class EncoderLayer(nn.Module):
+    """Figure 1, left: multi-head self-attention, then the feed-forward network, each with
+    Add&Norm. Submodule names follow timm's ViT ``Block`` (``norm1``, ``attn``, ``ls1``,
+    ``norm2``, ``mlp``, ``ls2``).
+
+    Args:
+        dim: model width d_model.
+        num_heads: attention heads h.
+        ffn_dim: feed-forward width d_ff; ``mlp_ratio * dim`` when None.
+        mlp_ratio: d_ff / d_model when ``ffn_dim`` is None.
+        dropout: residual dropout P_drop on each sublayer output (and inside the FFN).
+        attn_dropout: dropout on attention weights.
+        activation: ``relu`` (the paper) or ``gelu`` (ViT).
+        norm_first: pre-norm if True, the paper's post-norm if False.
+        drop_path: stochastic depth probability of each residual branch.
+        layer_scale: LayerScale initial value, or None for none.
+        norm_eps: LayerNorm epsilon.
+        bias: biases in the linear layers.
+        head_dim: per-head width d_k; ``dim // num_heads`` when None.
+    """
+
+    def __init__(
+        self,
+        dim: int,
+        num_heads: int,
+        ffn_dim: int | None = None,
+        mlp_ratio: float = 4.0,
+        dropout: float = 0.0,
+        attn_dropout: float = 0.0,
+        activation: str = "relu",
+        norm_first: bool = False,
+        drop_path: float = 0.0,
+        layer_scale: float | None = None,
+        norm_eps: float = 1e-5,
+        bias: bool = True,
+        head_dim: int | None = None,
+    ) -> None:
+        super().__init__()
+        self.norm_first = norm_first
+        self.norm1, self.ls1, self.drop_path1 = branch_parts(dim, norm_eps, layer_scale, drop_path)
+        self.attn = MultiHeadAttention(dim, num_heads, attn_dropout, bias, head_dim, proj_dropout=dropout)
+        self.norm2, self.ls2, self.drop_path2 = branch_parts(dim, norm_eps, layer_scale, drop_path)
+        self.mlp = FeedForward(dim, ffn_width(dim, ffn_dim, mlp_ratio), activation, dropout, bias)
+
+    def forward(
+        self,
+        x: Tensor,
+        key_padding_mask: Tensor | None = None,
+        attn_mask: Tensor | None = None,
+    ) -> Tensor:
+        """``x`` [B, S, dim] -> [B, S, dim]; ``key_padding_mask`` bool [B, S], True = padding."""
+
+        def self_attention(h: Tensor) -> Tensor:
+            return self.attn(h, key_padding_mask=key_padding_mask, attn_mask=attn_mask)
+
+        x = add_norm(x, self_attention, self.norm1, self.ls1, self.drop_path1, self.norm_first)
+        return add_norm(x, self.mlp, self.norm2, self.ls2, self.drop_path2, self.norm_first)
+
+
+class DecoderLayer(nn.Module):
+    """Figure 1, right: masked multi-head self-attention, multi-head attention over the encoder
+    output (cross-attention), then the feed-forward network, each with Add&Norm.
+
+    Takes the same arguments as :class:`EncoderLayer`.
+    """
+
+    def __init__(
+        self,
+        dim: int,
+        num_heads: int,
+        ffn_dim: int | None = None,
+        mlp_ratio: float = 4.0,
+        dropout: float = 0.0,
+        attn_dropout: float = 0.0,
+        activation: str = "relu",
+        norm_first: bool = False,
+        drop_path: float = 0.0,
+        layer_scale: float | None = None,
+        norm_eps: float = 1e-5,
+        bias: bool = True,
+        head_dim: int | None = None,
+    ) -> None:
+        super().__init__()
+        self.norm_first = norm_first
+        self.norm1, self.ls1, self.drop_path1 = branch_parts(dim, norm_eps, layer_scale, drop_path)
+        self.self_attn = MultiHeadAttention(dim, num_heads, attn_dropout, bias, head_dim, proj_dropout=dropout)
+        self.norm2, self.ls2, self.drop_path2 = branch_parts(dim, norm_eps, layer_scale, drop_path)
+        self.cross_attn = MultiHeadAttention(dim, num_heads, attn_dropout, bias, head_dim, proj_dropout=dropout)
+        self.norm3, self.ls3, self.drop_path3 = branch_parts(dim, norm_eps, layer_scale, drop_path)
+        self.mlp = FeedForward(dim, ffn_width(dim, ffn_dim, mlp_ratio), activation, dropout, bias)
+
+    def forward(
+        self,
+        x: Tensor,
+        memory: Tensor,
+        tgt_key_padding_mask: Tensor | None = None,
+        memory_key_padding_mask: Tensor | None = None,
+        self_cache: AttentionCache | None = None,
+        cross_cache: AttentionCache | None = None,
+    ) -> Tensor:
+        """``x`` [B, T, dim] (only the new positions when caching), ``memory`` [B, S, dim]."""
+
+        def self_attention(h: Tensor) -> Tensor:
+            return self.self_attn(h, causal=True, key_padding_mask=tgt_key_padding_mask, cache=self_cache)
+
+        def cross_attention(h: Tensor) -> Tensor:
+            return self.cross_attn(h, memory, key_padding_mask=memory_key_padding_mask, cache=cross_cache)
+
+        x = add_norm(x, self_attention, self.norm1, self.ls1, self.drop_path1, self.norm_first)
+        x = add_norm(x, cross_attention, self.norm2, self.ls2, self.drop_path2, self.norm_first)
+        return add_norm(x, self.mlp, self.norm3, self.ls3, self.drop_path3, self.norm_first)

@@ -1,0 +1,112 @@
+"""The one training routine both heads run: config -> datamodule -> module -> Trainer -> metrics.
+
+``vision.train`` and ``nlp.train`` are Hydra entry points that call :func:`train` with their
+composed config. Lightning and Hydra are imported here, not by ``import core``.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import lightning.pytorch as pl
+import torch
+from hydra.utils import instantiate
+from omegaconf import DictConfig, OmegaConf
+
+from core.checkpoint import load_checkpoint
+from core.throughput import TrainThroughput
+
+log = logging.getLogger(__name__)
+
+
+def model_kwargs(cfg: DictConfig) -> dict[str, Any]:
+    """The model section as plain keyword arguments; its ``_target_`` only documents the class,
+    which the LightningModule fixes, so a checkpoint never names code to import."""
+    kwargs = OmegaConf.to_container(cfg.model, resolve=True)
+    assert isinstance(kwargs, dict)
+    kwargs.pop("_target_", None)
+    return kwargs
+
+
+def build_list(group: DictConfig | None) -> list[Any]:
+    """Instantiate every ``_target_`` entry of a config group given as a mapping."""
+    if not group:
+        return []
+    return [instantiate(entry) for entry in group.values() if entry is not None and "_target_" in entry]
+
+
+def scalar_metrics(metrics: dict[str, Any]) -> dict[str, float]:
+    """Logged metrics as plain floats (tensors of one element)."""
+    return {
+        key: float(value)
+        for key, value in metrics.items()
+        if isinstance(value, (int, float)) or (isinstance(value, torch.Tensor) and value.numel() == 1)
+    }
+
+
+def write_json_atomically(path: Path, data: dict[str, Any]) -> None:
+    """Write ``data`` to ``path`` through a temporary file, so readers never see half a file."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    handle, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
+    with os.fdopen(handle, "w") as file:
+        json.dump(data, file, indent=2, sort_keys=True)
+    os.replace(tmp, path)
+
+
+def train(cfg: DictConfig) -> float | None:
+    """Fit, test on the best checkpoint, write ``metrics.json``; return ``cfg.optimized_metric``.
+
+    Hyperparameters reach the module and datamodule as plain dicts and lists (``_convert_``), so
+    checkpoints hold no OmegaConf objects and load with ``weights_only=True``.
+
+    Steps: seed everything; instantiate the datamodule and prepare it, so that the module can be
+    built from what the data defines (classes, tokenizer); instantiate callbacks, loggers and the
+    Trainer from ``cfg.callbacks``, ``cfg.logger`` and ``cfg.trainer``; optionally compile the
+    network; fit (resuming from ``cfg.ckpt_path``); test the best checkpoint.
+    """
+    output_dir = Path(cfg.paths.output_dir)
+    pl.seed_everything(cfg.seed, workers=True)
+
+    datamodule: pl.LightningDataModule = instantiate(cfg.data, _convert_="all")
+    datamodule.prepare_data()
+    datamodule.setup("fit")
+    module: pl.LightningModule = instantiate(
+        cfg.module, model=model_kwargs(cfg), **datamodule.module_kwargs(), _convert_="all"
+    )
+
+    throughput = TrainThroughput()
+    trainer: pl.Trainer = instantiate(
+        cfg.trainer,
+        callbacks=[*build_list(cfg.get("callbacks")), throughput],
+        logger=build_list(cfg.get("logger")) or False,
+    )
+    if cfg.get("compile"):
+        module.net.compile()
+
+    ckpt_path = cfg.get("ckpt_path")
+    if ckpt_path:
+        load_checkpoint(ckpt_path)  # refuses a checkpoint that is not plain data, with a clear error
+    start = time.perf_counter()
+    trainer.fit(module, datamodule=datamodule, ckpt_path=ckpt_path, weights_only=True)
+    metrics = scalar_metrics(trainer.callback_metrics)
+    metrics["fit_seconds"] = time.perf_counter() - start
+
+    best = next((c.best_model_path for c in trainer.checkpoint_callbacks if c.monitor), "")  # type: ignore[attr-defined]
+    if not best:
+        log.warning("no best checkpoint was saved; testing the weights at the end of training")
+    for results in trainer.test(module, datamodule=datamodule, ckpt_path=best or None, weights_only=True):
+        metrics.update(scalar_metrics(results))
+    rate_key = f"train/{module.throughput_unit}_per_second"
+    if rate_key in metrics:
+        metrics[f"train_{module.throughput_unit}_per_second"] = metrics.pop(rate_key)
+
+    if trainer.is_global_zero:
+        write_json_atomically(output_dir / "metrics.json", metrics)
+        log.info("metrics written to %s", output_dir / "metrics.json")
+    return metrics.get(cfg.optimized_metric)

@@ -1,0 +1,118 @@
+"""The encoder and decoder stacks of Figure 1: N identical layers each."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from torch import Tensor, nn
+
+from core.cache import DecoderCache
+from core.layers import DecoderLayer, EncoderLayer
+
+
+def drop_path_rates(drop_path: float, depth: int) -> list[float]:
+    """Stochastic depth rising linearly from 0 at the first layer to ``drop_path`` at the last."""
+    return [drop_path * i / max(depth - 1, 1) for i in range(depth)]
+
+
+def final_norm(dim: int, norm_first: bool, norm_eps: float) -> nn.Module:
+    """A pre-norm stack leaves its output unnormalized, so it ends in a LayerNorm."""
+    return nn.LayerNorm(dim, eps=norm_eps) if norm_first else nn.Identity()
+
+
+class Encoder(nn.Module):
+    """Figure 1, left: ``depth`` encoder layers (N = 6 in the paper).
+
+    Args:
+        dim: model width d_model.
+        depth: number of layers N.
+        num_heads: attention heads h.
+        norm_first: pre-norm layers plus a final LayerNorm, or the paper's post-norm.
+        drop_path: stochastic depth of the last layer (rising linearly from 0).
+        norm_eps: LayerNorm epsilon.
+        **layer_kwargs: the other :class:`EncoderLayer` arguments (``ffn_dim``, ``mlp_ratio``,
+            ``dropout``, ``attn_dropout``, ``activation``, ``layer_scale``, ``bias``, ``head_dim``).
+    """
+
+    def __init__(
+        self,
+        dim: int,
+        depth: int,
+        num_heads: int,
+        norm_first: bool = False,
+        drop_path: float = 0.0,
+        norm_eps: float = 1e-5,
+        **layer_kwargs: Any,
+    ) -> None:
+        super().__init__()
+        self.layers = nn.ModuleList(
+            EncoderLayer(
+                dim, num_heads, norm_first=norm_first, drop_path=rate, norm_eps=norm_eps, **layer_kwargs
+            )
+            for rate in drop_path_rates(drop_path, depth)
+        )
+        self.norm = final_norm(dim, norm_first, norm_eps)
+
+    def forward(
+        self,
+        x: Tensor,
+        key_padding_mask: Tensor | None = None,
+        attn_mask: Tensor | None = None,
+    ) -> Tensor:
+        """``x`` [B, S, dim] -> memory [B, S, dim]; ``key_padding_mask`` bool [B, S]."""
+        for layer in self.layers:
+            x = layer(x, key_padding_mask=key_padding_mask, attn_mask=attn_mask)
+        return self.norm(x)
+
+
+class Decoder(nn.Module):
+    """Figure 1, right: ``depth`` decoder layers attending to the encoder output.
+
+    Takes the same arguments as :class:`Encoder`, passing ``**layer_kwargs`` to
+    :class:`DecoderLayer`. For incremental decoding create ``cache = decoder.new_cache()`` and
+    feed one new position at a time; the cache keeps every layer's past keys and values.
+    """
+
+    def __init__(
+        self,
+        dim: int,
+        depth: int,
+        num_heads: int,
+        norm_first: bool = False,
+        drop_path: float = 0.0,
+        norm_eps: float = 1e-5,
+        **layer_kwargs: Any,
+    ) -> None:
+        super().__init__()
+        self.layers = nn.ModuleList(
+            DecoderLayer(
+                dim, num_heads, norm_first=norm_first, drop_path=rate, norm_eps=norm_eps, **layer_kwargs
+            )
+            for rate in drop_path_rates(drop_path, depth)
+        )
+        self.norm = final_norm(dim, norm_first, norm_eps)
+
+    def new_cache(self) -> DecoderCache:
+        """An empty key/value cache for this decoder."""
+        return DecoderCache.empty(len(self.layers))
+
+    def forward(
+        self,
+        x: Tensor,
+        memory: Tensor,
+        tgt_key_padding_mask: Tensor | None = None,
+        memory_key_padding_mask: Tensor | None = None,
+        cache: DecoderCache | None = None,
+    ) -> Tensor:
+        """``x`` [B, T, dim] target positions (only the new ones with a cache), ``memory``
+        [B, S, dim] -> [B, T, dim]."""
+        for index, layer in enumerate(self.layers):
+            x = layer(
+                x,
+                memory,
+                tgt_key_padding_mask=tgt_key_padding_mask,
+                memory_key_padding_mask=memory_key_padding_mask,
+                self_cache=None if cache is None else cache.self_attn[index],
+                cross_cache=None if cache is None else cache.cross_attn[index],
+            )
+        return self.norm(x)

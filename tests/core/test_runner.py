@@ -1,0 +1,80 @@
+"""The shared runner through the real Hydra compose API and a real Lightning Trainer."""
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+from hydra import compose, initialize_config_dir
+from omegaconf import DictConfig
+
+import core
+from core.runner import train
+from tests.core.test_checkpoint import write_crafted_checkpoint
+from tests.core.tiny_task import TinyModule
+
+CONF = Path(__file__).parent / "conf"
+
+
+def tiny_config(output_dir: Path, *overrides: str) -> DictConfig:
+    with initialize_config_dir(config_dir=str(CONF), version_base="1.3"):
+        return compose("tiny", overrides=[f"paths.output_dir={output_dir}", *overrides])
+
+
+def test_core_imports_neither_lightning_nor_hydra() -> None:
+    code = "import sys, core; print(any(m.split('.')[0] in ('lightning', 'hydra') for m in sys.modules))"
+    assert subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.strip() == "False"
+
+
+def test_run_writes_metrics_and_checkpoints(tmp_path: Path) -> None:
+    result = train(tiny_config(tmp_path))
+    metrics = json.loads((tmp_path / "metrics.json").read_text())
+    assert result == metrics["val/acc"]
+    for key in ("val/acc", "test/acc", "test/loss", "fit_seconds", "train_samples_per_second"):
+        assert isinstance(metrics[key], float), key
+    assert metrics["train_samples_per_second"] > 0
+    checkpoints = sorted(p.name for p in (tmp_path / "checkpoints").iterdir())
+    assert "last.ckpt" in checkpoints and any(name.startswith("best-") for name in checkpoints)
+    # The checkpoint alone rebuilds the module, loaded as plain data.
+    module = core.load_module(TinyModule, tmp_path / "checkpoints" / "last.ckpt")
+    assert module.hparams["model"] == {"in_dim": 4, "dim": 16, "depth": 1, "num_heads": 2}
+    assert module.net(torch.randn(1, 6, 4)).shape == (1, 2)
+
+
+def test_resume_from_last_checkpoint_continues_at_its_step(tmp_path: Path) -> None:
+    first, second = tmp_path / "first", tmp_path / "second"
+    train(tiny_config(first, "trainer.max_epochs=1"))  # 64 samples / 16 = 4 steps
+    last = first / "checkpoints" / "last.ckpt"
+    assert core.load_checkpoint(last)["global_step"] == 4
+    train(tiny_config(second, "trainer.max_epochs=3", f"ckpt_path={last}"))
+    assert core.load_checkpoint(second / "checkpoints" / "last.ckpt")["global_step"] == 12
+    logged = (second / "csv" / "version_0" / "metrics.csv").read_text().splitlines()
+    header = logged[0].split(",")
+    steps = [int(row.split(",")[header.index("step")]) for row in logged[1:]]
+    assert min(steps) >= 4  # nothing was trained again from step 0
+
+
+def test_crafted_resume_checkpoint_is_refused(tmp_path: Path) -> None:
+    marker = tmp_path / "pwned"
+    write_crafted_checkpoint(tmp_path / "evil.ckpt", marker)
+    with pytest.raises(ValueError, match="could execute code"):
+        train(tiny_config(tmp_path / "run", f"ckpt_path={tmp_path / 'evil.ckpt'}"))
+    assert not marker.exists()
+
+
+def test_unknown_config_key_is_reported(tmp_path: Path) -> None:
+    from hydra.errors import ConfigCompositionException
+
+    with pytest.raises(ConfigCompositionException, match="trainer.max_epoch"):
+        tiny_config(tmp_path, "trainer.max_epoch=3")
+
+
+@pytest.mark.slow
+def test_ddp_spawn_on_two_cpu_processes(tmp_path: Path) -> None:
+    train(tiny_config(tmp_path, "trainer.devices=2", "trainer.strategy=ddp_spawn", "trainer.max_epochs=1"))
+    metrics = json.loads((tmp_path / "metrics.json").read_text())
+    assert 0.0 <= metrics["test/acc"] <= 1.0
+    # Two processes with a distributed sampler: 64 samples / (2 x 16) = 2 steps per epoch.
+    assert core.load_checkpoint(tmp_path / "checkpoints" / "last.ckpt")["global_step"] == 2

@@ -87,7 +87,7 @@ def train(cfg: DictConfig) -> float | None:
         logger=build_list(cfg.get("logger")) or False,
     )
     if cfg.get("compile"):
-        module.net.compile()
+        module.net.compile(**(cfg.get("compile_options") or {}))  # in place: state-dict keys unchanged
 
     ckpt_path = cfg.get("ckpt_path")
     if ckpt_path:

@@ -71,6 +71,17 @@ def test_unknown_config_key_is_reported(tmp_path: Path) -> None:
         tiny_config(tmp_path, "trainer.max_epoch=3")
 
 
+def test_compile_option_compiles_the_network_in_place(tmp_path: Path) -> None:
+    import torch._dynamo
+
+    torch._dynamo.reset()
+    torch._dynamo.utils.counters.clear()
+    train(tiny_config(tmp_path, "compile=true", "+compile_options.backend=eager", "trainer.max_epochs=1"))
+    assert torch._dynamo.utils.counters["stats"]["unique_graphs"] > 0
+    state = core.load_checkpoint(tmp_path / "checkpoints" / "last.ckpt")["state_dict"]
+    assert "net.embed.weight" in state and not any("_orig_mod" in key for key in state)
+
+
 @pytest.mark.slow
 def test_ddp_spawn_on_two_cpu_processes(tmp_path: Path) -> None:
     train(tiny_config(tmp_path, "trainer.devices=2", "trainer.strategy=ddp_spawn", "trainer.max_epochs=1"))

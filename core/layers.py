@@ -48,10 +48,11 @@ def ffn_width(dim: int, ffn_dim: int | None, mlp_ratio: float) -> int:
     return ffn_dim if ffn_dim is not None else int(dim * mlp_ratio)
 
 
-class EncoderLayer(nn.Module):
-    """Figure 1, left: multi-head self-attention, then the feed-forward network, each with
-    Add&Norm. Submodule names follow timm's ViT ``Block`` (``norm1``, ``attn``, ``ls1``,
-    ``norm2``, ``mlp``, ``ls2``).
+class ResidualLayer(nn.Module):
+    """Attention sublayers followed by the feed-forward sublayer, each with Add&Norm.
+
+    Subclasses name their attention sublayers in ``attention_names``; sublayer ``i`` (from 1)
+    gets ``norm{i}``, ``ls{i}`` and ``drop_path{i}``, the feed-forward network is ``mlp``.
 
     Args:
         dim: model width d_model.
@@ -69,6 +70,8 @@ class EncoderLayer(nn.Module):
         head_dim: per-head width d_k; ``dim // num_heads`` when None.
     """
 
+    attention_names: tuple[str, ...] = ()
+
     def __init__(
         self,
         dim: int,
@@ -87,10 +90,39 @@ class EncoderLayer(nn.Module):
     ) -> None:
         super().__init__()
         self.norm_first = norm_first
-        self.norm1, self.ls1, self.drop_path1 = branch_parts(dim, norm_eps, layer_scale, drop_path)
-        self.attn = MultiHeadAttention(dim, num_heads, attn_dropout, bias, head_dim, proj_dropout=dropout)
-        self.norm2, self.ls2, self.drop_path2 = branch_parts(dim, norm_eps, layer_scale, drop_path)
-        self.mlp = FeedForward(dim, ffn_width(dim, ffn_dim, mlp_ratio), activation, dropout, bias)
+        for index, name in enumerate((*self.attention_names, "mlp"), start=1):
+            norm, scale, path = branch_parts(dim, norm_eps, layer_scale, drop_path)
+            self.add_module(f"norm{index}", norm)
+            if name == "mlp":
+                sublayer: nn.Module = FeedForward(dim, ffn_width(dim, ffn_dim, mlp_ratio), activation, dropout, bias)
+            else:
+                sublayer = MultiHeadAttention(dim, num_heads, attn_dropout, bias, head_dim, proj_dropout=dropout)
+            self.add_module(name, sublayer)
+            self.add_module(f"ls{index}", scale)
+            self.add_module(f"drop_path{index}", path)
+
+    def residual(self, index: int, x: Tensor, sublayer: Callable[[Tensor], Tensor]) -> Tensor:
+        """Sublayer ``index`` (from 1) with its Add&Norm."""
+        return add_norm(
+            x,
+            sublayer,
+            getattr(self, f"norm{index}"),
+            getattr(self, f"ls{index}"),
+            getattr(self, f"drop_path{index}"),
+            self.norm_first,
+        )
+
+
+class EncoderLayer(ResidualLayer):
+    """Figure 1, left: multi-head self-attention (``attn``), then the feed-forward network
+    (``mlp``), each with Add&Norm. Submodule names follow timm's ViT ``Block`` (``norm1``,
+    ``attn``, ``ls1``, ``drop_path1``, ``norm2``, ``mlp``, ``ls2``, ``drop_path2``).
+    Arguments as in :class:`ResidualLayer`.
+    """
+
+    attention_names = ("attn",)
+    attn: MultiHeadAttention
+    mlp: FeedForward
 
     def forward(
         self,
@@ -99,45 +131,20 @@ class EncoderLayer(nn.Module):
         attn_mask: Tensor | None = None,
     ) -> Tensor:
         """``x`` [B, S, dim] -> [B, S, dim]; ``key_padding_mask`` bool [B, S], True = padding."""
-
-        def self_attention(h: Tensor) -> Tensor:
-            return self.attn(h, key_padding_mask=key_padding_mask, attn_mask=attn_mask)
-
-        x = add_norm(x, self_attention, self.norm1, self.ls1, self.drop_path1, self.norm_first)
-        return add_norm(x, self.mlp, self.norm2, self.ls2, self.drop_path2, self.norm_first)
+        x = self.residual(1, x, lambda h: self.attn(h, key_padding_mask=key_padding_mask, attn_mask=attn_mask))
+        return self.residual(2, x, self.mlp)
 
 
-class DecoderLayer(nn.Module):
-    """Figure 1, right: masked multi-head self-attention, multi-head attention over the encoder
-    output (cross-attention), then the feed-forward network, each with Add&Norm.
-
-    Takes the same arguments as :class:`EncoderLayer`.
+class DecoderLayer(ResidualLayer):
+    """Figure 1, right: masked multi-head self-attention (``self_attn``), multi-head attention
+    over the encoder output (``cross_attn``), then the feed-forward network (``mlp``), each with
+    Add&Norm (``norm1`` .. ``norm3``). Arguments as in :class:`ResidualLayer`.
     """
 
-    def __init__(
-        self,
-        dim: int,
-        num_heads: int,
-        ffn_dim: int | None = None,
-        mlp_ratio: float = 4.0,
-        dropout: float = 0.0,
-        attn_dropout: float = 0.0,
-        activation: str = "relu",
-        norm_first: bool = False,
-        drop_path: float = 0.0,
-        layer_scale: float | None = None,
-        norm_eps: float = 1e-5,
-        bias: bool = True,
-        head_dim: int | None = None,
-    ) -> None:
-        super().__init__()
-        self.norm_first = norm_first
-        self.norm1, self.ls1, self.drop_path1 = branch_parts(dim, norm_eps, layer_scale, drop_path)
-        self.self_attn = MultiHeadAttention(dim, num_heads, attn_dropout, bias, head_dim, proj_dropout=dropout)
-        self.norm2, self.ls2, self.drop_path2 = branch_parts(dim, norm_eps, layer_scale, drop_path)
-        self.cross_attn = MultiHeadAttention(dim, num_heads, attn_dropout, bias, head_dim, proj_dropout=dropout)
-        self.norm3, self.ls3, self.drop_path3 = branch_parts(dim, norm_eps, layer_scale, drop_path)
-        self.mlp = FeedForward(dim, ffn_width(dim, ffn_dim, mlp_ratio), activation, dropout, bias)
+    attention_names = ("self_attn", "cross_attn")
+    self_attn: MultiHeadAttention
+    cross_attn: MultiHeadAttention
+    mlp: FeedForward
 
     def forward(
         self,
@@ -149,13 +156,10 @@ class DecoderLayer(nn.Module):
         cross_cache: AttentionCache | None = None,
     ) -> Tensor:
         """``x`` [B, T, dim] (only the new positions when caching), ``memory`` [B, S, dim]."""
-
-        def self_attention(h: Tensor) -> Tensor:
-            return self.self_attn(h, causal=True, key_padding_mask=tgt_key_padding_mask, cache=self_cache)
-
-        def cross_attention(h: Tensor) -> Tensor:
-            return self.cross_attn(h, memory, key_padding_mask=memory_key_padding_mask, cache=cross_cache)
-
-        x = add_norm(x, self_attention, self.norm1, self.ls1, self.drop_path1, self.norm_first)
-        x = add_norm(x, cross_attention, self.norm2, self.ls2, self.drop_path2, self.norm_first)
-        return add_norm(x, self.mlp, self.norm3, self.ls3, self.drop_path3, self.norm_first)
+        x = self.residual(
+            1, x, lambda h: self.self_attn(h, causal=True, key_padding_mask=tgt_key_padding_mask, cache=self_cache)
+        )
+        x = self.residual(
+            2, x, lambda h: self.cross_attn(h, memory, key_padding_mask=memory_key_padding_mask, cache=cross_cache)
+        )
+        return self.residual(3, x, self.mlp)

@@ -7,7 +7,7 @@ from typing import Any
 from torch import Tensor, nn
 
 from core.cache import DecoderCache
-from core.layers import DecoderLayer, EncoderLayer
+from core.layers import DecoderLayer, EncoderLayer, ResidualLayer
 
 
 def drop_path_rates(drop_path: float, depth: int) -> list[float]:
@@ -15,24 +15,21 @@ def drop_path_rates(drop_path: float, depth: int) -> list[float]:
     return [drop_path * i / max(depth - 1, 1) for i in range(depth)]
 
 
-def final_norm(dim: int, norm_first: bool, norm_eps: float) -> nn.Module:
-    """A pre-norm stack leaves its output unnormalized, so it ends in a LayerNorm."""
-    return nn.LayerNorm(dim, eps=norm_eps) if norm_first else nn.Identity()
-
-
-class Encoder(nn.Module):
-    """Figure 1, left: ``depth`` encoder layers (N = 6 in the paper).
+class Stack(nn.Module):
+    """``depth`` identical layers of type ``layer_class`` and, for pre-norm, a final LayerNorm.
 
     Args:
         dim: model width d_model.
-        depth: number of layers N.
+        depth: number of layers N (6 in the paper).
         num_heads: attention heads h.
         norm_first: pre-norm layers plus a final LayerNorm, or the paper's post-norm.
         drop_path: stochastic depth of the last layer (rising linearly from 0).
         norm_eps: LayerNorm epsilon.
-        **layer_kwargs: the other :class:`EncoderLayer` arguments (``ffn_dim``, ``mlp_ratio``,
-            ``dropout``, ``attn_dropout``, ``activation``, ``layer_scale``, ``bias``, ``head_dim``).
+        **layer_kwargs: the other layer arguments (``ffn_dim``, ``mlp_ratio``, ``dropout``,
+            ``attn_dropout``, ``activation``, ``layer_scale``, ``bias``, ``head_dim``).
     """
+
+    layer_class: type[ResidualLayer]
 
     def __init__(
         self,
@@ -46,12 +43,19 @@ class Encoder(nn.Module):
     ) -> None:
         super().__init__()
         self.layers = nn.ModuleList(
-            EncoderLayer(
+            self.layer_class(
                 dim, num_heads, norm_first=norm_first, drop_path=rate, norm_eps=norm_eps, **layer_kwargs
             )
             for rate in drop_path_rates(drop_path, depth)
         )
-        self.norm = final_norm(dim, norm_first, norm_eps)
+        # Pre-norm layers leave the residual stream unnormalized, so such a stack ends in a norm.
+        self.norm = nn.LayerNorm(dim, eps=norm_eps) if norm_first else nn.Identity()
+
+
+class Encoder(Stack):
+    """Figure 1, left: the encoder stack of :class:`EncoderLayer` (arguments as in :class:`Stack`)."""
+
+    layer_class = EncoderLayer
 
     def forward(
         self,
@@ -65,32 +69,15 @@ class Encoder(nn.Module):
         return self.norm(x)
 
 
-class Decoder(nn.Module):
-    """Figure 1, right: ``depth`` decoder layers attending to the encoder output.
+class Decoder(Stack):
+    """Figure 1, right: the decoder stack of :class:`DecoderLayer` attending to the encoder
+    output (arguments as in :class:`Stack`).
 
-    Takes the same arguments as :class:`Encoder`, passing ``**layer_kwargs`` to
-    :class:`DecoderLayer`. For incremental decoding create ``cache = decoder.new_cache()`` and
-    feed one new position at a time; the cache keeps every layer's past keys and values.
+    For incremental decoding create ``cache = decoder.new_cache()`` and feed only the new
+    positions; the cache keeps every layer's past keys and values.
     """
 
-    def __init__(
-        self,
-        dim: int,
-        depth: int,
-        num_heads: int,
-        norm_first: bool = False,
-        drop_path: float = 0.0,
-        norm_eps: float = 1e-5,
-        **layer_kwargs: Any,
-    ) -> None:
-        super().__init__()
-        self.layers = nn.ModuleList(
-            DecoderLayer(
-                dim, num_heads, norm_first=norm_first, drop_path=rate, norm_eps=norm_eps, **layer_kwargs
-            )
-            for rate in drop_path_rates(drop_path, depth)
-        )
-        self.norm = final_norm(dim, norm_first, norm_eps)
+    layer_class = DecoderLayer
 
     def new_cache(self) -> DecoderCache:
         """An empty key/value cache for this decoder."""

@@ -1,0 +1,164 @@
+"""``python -m nlp.walkthrough``: the worked example of the Transformer, every matrix of one
+forward pass printed step by step, computed by the core blocks that train the real models.
+
+The model is Figure 1 with one encoder and one decoder layer (see
+:class:`nlp.walkthrough_model.TinyTransformer`) over the three-sentence toy corpus; the numbers
+are read from the modules with forward hooks (see :mod:`nlp.walkthrough_steps`).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+import torch
+from rich.console import Console
+from rich.text import Text
+from torch import Tensor
+
+from nlp.toy_corpus import TOY_PAIRS
+from nlp.walkthrough_model import Vocabulary, build_model, fit
+from nlp.walkthrough_steps import Step, trace
+
+
+def positive_int(text: str) -> int:
+    value = int(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"{text} is not a positive integer")
+    return value
+
+
+def positive_float(text: str) -> float:
+    value = float(text)
+    if not value > 0:
+        raise argparse.ArgumentTypeError(f"{text} is not a positive number")
+    return value
+
+
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(
+        prog="python -m nlp.walkthrough",
+        description="Print every matrix of one forward pass of a tiny Transformer on the toy corpus.",
+    )
+    add = parser.add_argument
+    add("--seed", type=int, default=0, help="seed of the uniform [0, 1) weights (default 0)")
+    add("--dim", type=positive_int, default=6, help="model width d_model (default 6)")
+    add("--heads", type=positive_int, default=2, help="attention heads h (default 2)")
+    add("--head-dim", type=positive_int, default=4, help="width d_k of each head's Q, K, V (default 4)")
+    add("--ffn-dim", type=positive_int, default=8, help="inner width d_ff of the feed-forward layer (default 8)")
+    add("--train", action="store_true", help="train on the corpus first, so the predictions are right")
+    add("--train-steps", type=positive_int, default=150, help="Adam steps of --train (default 150)")
+    add("--lr", type=positive_float, default=0.02, help="learning rate of --train (default 0.02)")
+    add("--json", type=Path, metavar="PATH", help="write every step, unrounded, to this JSON file")
+    add("--plots", type=Path, metavar="DIR", help="write heatmaps (PNG) into this directory")
+    args = parser.parse_args(argv)
+    if args.dim < 2:
+        parser.error(f"argument --dim: {args.dim} is too small for LayerNorm to mean anything; use 2 or more")
+    if args.json is not None and args.json.is_dir():
+        parser.error(f"argument --json: {args.json} is a directory; give a file path such as {args.json / 'steps.json'}")
+    if args.plots is not None and args.plots.exists() and not args.plots.is_dir():
+        parser.error(f"argument --plots: {args.plots} is a file; give a directory for the PNG files")
+    return args
+
+
+def format_row(label: str, cells: list[str], label_width: int, widths: list[int]) -> str:
+    return f"{label:<{label_width}}" + "".join(f"{cell:>{width}}" for cell, width in zip(cells, widths))
+
+
+def format_matrix(matrix: Tensor, rows: list[str], columns: list[str]) -> str:
+    """A labelled table of a [R, C] tensor, rounded to 3 decimals (integers as they are)."""
+    cells = [[str(v) if isinstance(v, int) else f"{v:.3f}" for v in row] for row in matrix.tolist()]
+    widths = [max(len(columns[j]), *(len(row[j]) for row in cells)) + 2 for j in range(len(columns))]
+    label_width = max(len(label) for label in rows) + 1
+    lines = [format_row("", columns, label_width, widths)]
+    lines += [format_row(label, row, label_width, widths) for label, row in zip(rows, cells)]
+    return "\n".join(lines)
+
+
+def format_value(step: Step) -> str:
+    """The printed body of a step: its text, or its tensor as one or more labelled tables."""
+    if step.text is not None:
+        return step.text
+    value: Tensor = step.value
+    if value.dim() == 1:
+        return format_matrix(value[None], [""], step.columns or step.rows)
+    if value.dim() == 3:
+        tables = [format_matrix(matrix, step.rows, step.columns) for matrix in value]
+        return "\n\n".join(f"head {head}\n{table}" for head, table in enumerate(tables, 1))
+    if step.transpose:
+        return format_matrix(value.T, step.columns, step.rows)
+    return format_matrix(value, step.rows, step.columns)
+
+
+def print_steps(steps: list[Step], console: Console) -> None:
+    for number, step in enumerate(steps, 1):
+        console.print(Text(f"{number}. {step.title}", style="bold cyan"))
+        console.print(Text(f"   {step.formula}", style="yellow"))
+        if step.note:
+            console.print(Text(f"   {step.note}", style="dim"))
+        body = "\n".join(f"   {line}" for line in format_value(step).splitlines())
+        console.print(Text(body))
+        console.print()
+
+
+@contextmanager
+def one_thread() -> Iterator[None]:
+    """Run torch on one thread, then restore the previous count: on matrices a few numbers wide,
+    more threads only wait for each other (over ten times slower on a busy machine)."""
+    previous = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(previous)
+
+
+def main(argv: list[str] | None = None) -> None:
+    args = parse_args(argv)
+    with one_thread():
+        walk_through(args)
+
+
+def walk_through(args: argparse.Namespace) -> None:
+    """Build (and with ``--train`` fit) the tiny model, print every step, write JSON and plots."""
+    console = Console(highlight=False, soft_wrap=True)
+    vocab = Vocabulary([sentence for pair in TOY_PAIRS for sentence in pair])
+    model = build_model(vocab, args.dim, args.heads, args.head_dim, args.ffn_dim, args.seed)
+    console.print(
+        Text(
+            f"Tiny Transformer: d_model = {args.dim}, {args.heads} heads of d_k = {args.head_dim}, d_ff = "
+            f"{args.ffn_dim}, one post-norm encoder layer and one decoder layer, ReLU, LayerNorm eps 1e-6, "
+            f"weights uniform in [0, 1) from seed {args.seed}.",
+            style="bold",
+        )
+    )
+    if args.train:
+        began = time.perf_counter()
+        loss = fit(model, vocab, TOY_PAIRS, args.train_steps, args.lr)
+        console.print(
+            Text(
+                f"Trained on the {len(TOY_PAIRS)} pairs: {args.train_steps} Adam steps (lr {args.lr:g}) in "
+                f"{time.perf_counter() - began:.1f} s, final cross-entropy {loss:.4f}.",
+                style="bold",
+            )
+        )
+    console.print()
+    steps = trace(model, vocab, TOY_PAIRS)
+    print_steps(steps, console)
+    if args.json is not None:
+        args.json.parent.mkdir(parents=True, exist_ok=True)
+        args.json.write_text(json.dumps({"steps": [step.to_json() for step in steps]}, indent=1))
+        console.print(f"Wrote {len(steps)} steps to {args.json}")
+    if args.plots is not None:
+        from nlp.walkthrough_plots import save_plots  # matplotlib loads only when plots are asked for
+
+        for path in save_plots(steps, args.plots):
+            console.print(f"Wrote {path}")
+
+
+if __name__ == "__main__":
+    main()

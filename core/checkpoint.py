@@ -29,7 +29,7 @@ def load_checkpoint(path: str | Path, map_location: str | torch.device = "cpu") 
             "refused: loading it could execute code. Use checkpoints written by this toolkit, or "
             f"re-save a trusted one as a plain state dict. ({str(error).splitlines()[0]})"
         ) from None
-    except (RuntimeError, EOFError) as error:
+    except (RuntimeError, EOFError, KeyError, IndexError) as error:
         raise ValueError(f"{path} is not a readable checkpoint ({error})") from None
     if not isinstance(checkpoint, dict):
         raise ValueError(f"checkpoint {path} holds a {type(checkpoint).__name__}, expected a dict")

@@ -1,0 +1,165 @@
+"""CIFAR files, image folders and synthetic data through the datamodules, and their errors."""
+
+from __future__ import annotations
+
+import logging
+import os
+import pickle
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+import torchvision.datasets.utils
+
+from tests.vision.vision_testdata import write_cifar, write_image_folder
+from vision.cifar import CIFARDataModule
+from vision.datamodule import holdout_indices
+from vision.folder import ImageFolderDataModule
+from vision.synthetic import SyntheticDataModule
+
+PLAIN = {"num_workers": 0, "pin_memory": False, "auto_augment": None, "re_prob": 0.0}
+
+
+def unnormalize(image: torch.Tensor, mean: list[float], std: list[float]) -> np.ndarray:
+    """A normalized [3, H, W] tensor back to uint8 [H, W, 3]."""
+    pixels = image * torch.tensor(std)[:, None, None] + torch.tensor(mean)[:, None, None]
+    return (pixels.permute(1, 2, 0) * 255).round().clamp(0, 255).to(torch.uint8).numpy()
+
+
+@pytest.mark.parametrize("protocol", [2, 5])
+def test_cifar10_files_load_with_labels_names_and_pixels(tmp_path: Path, protocol: int) -> None:
+    written = write_cifar(tmp_path, "cifar10", per_file=4, protocol=protocol)
+    data = CIFARDataModule("cifar10", download=False, root=str(tmp_path), batch_size=4, val_size=5, **PLAIN)
+    data.prepare_data()
+    data.setup("fit")
+    assert (len(data.train_set), len(data.val_set), len(data.test_set)) == (15, 5, 4)
+    assert data.class_names == written["names"]
+    kwargs = data.module_kwargs()
+    assert kwargs["num_classes"] == 10 and kwargs["mean"] == pytest.approx([0.4914, 0.4822, 0.4465])
+    test_pixels, test_labels = written["test_batch"]
+    image, label = data.test_set[2]
+    assert label == test_labels[2]
+    expected = test_pixels[2].reshape(3, 32, 32).transpose(1, 2, 0)  # the CIFAR row layout: channel planes
+    np.testing.assert_array_equal(unnormalize(image, kwargs["mean"], kwargs["std"]), expected)
+    images, labels = next(iter(data.train_dataloader()))
+    assert images.shape == (4, 3, 32, 32) and labels.dtype == torch.int64
+
+
+def test_cifar_validation_split_is_disjoint_and_seeded() -> None:
+    train, val = holdout_indices(50, 10, seed=0)
+    assert len(val) == 10 and sorted(train + val) == list(range(50))
+    assert holdout_indices(50, 10, seed=0) == (train, val)
+    assert holdout_indices(50, 0.2, seed=1)[1] != val
+    with pytest.raises(ValueError, match="data.val_size=50 leaves no training"):
+        holdout_indices(50, 50, seed=0)
+
+
+def test_cifar100_files_load_with_fine_labels(tmp_path: Path) -> None:
+    written = write_cifar(tmp_path, "cifar100", per_file=6)
+    data = CIFARDataModule("cifar100", download=False, root=str(tmp_path), batch_size=2, val_size=2, **PLAIN)
+    data.setup("fit")
+    assert data.module_kwargs()["num_classes"] == 100
+    assert data.class_names[:2] == written["names"][:2]
+    assert [data.test_set[i][1] for i in range(6)] == written["test"][1]
+
+
+def test_missing_cifar_offline_says_where_to_put_it(tmp_path: Path) -> None:
+    data = CIFARDataModule("cifar10", download=False, root=str(tmp_path / "data"), **PLAIN)
+    with pytest.raises(FileNotFoundError) as error:
+        data.prepare_data()
+    message = str(error.value)
+    assert "cifar-10-python.tar.gz" in message and str(tmp_path / "data") in message
+    with pytest.raises(FileNotFoundError, match="data_batch_1"):
+        data.setup("fit")
+
+
+def test_failed_download_says_where_to_put_it(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    def offline(*args: object, **kwargs: object) -> None:
+        raise OSError("network is unreachable")
+
+    monkeypatch.setattr(torchvision.datasets.cifar, "download_and_extract_archive", offline)
+    data = CIFARDataModule("cifar100", download=True, root=str(tmp_path), **PLAIN)
+    with pytest.raises(FileNotFoundError, match=r"downloading it failed \(network is unreachable\).*cifar-100-python"):
+        data.prepare_data()
+
+
+def test_cifar_file_with_code_is_refused(tmp_path: Path) -> None:
+    write_cifar(tmp_path, "cifar10")
+    marker = tmp_path / "executed"
+
+    class Payload:
+        def __reduce__(self) -> tuple:
+            return os.system, (f"touch {marker}",)
+
+    with open(tmp_path / "cifar-10-batches-py" / "data_batch_3", "wb") as handle:
+        pickle.dump({"data": Payload()}, handle)
+    data = CIFARDataModule("cifar10", download=False, root=str(tmp_path), **PLAIN)
+    with pytest.raises(ValueError, match="refusing to load"):
+        data.setup("fit")
+    assert not marker.exists()
+
+
+def test_malformed_cifar_file_is_named(tmp_path: Path) -> None:
+    write_cifar(tmp_path, "cifar10")
+    with open(tmp_path / "cifar-10-batches-py" / "test_batch", "wb") as handle:
+        pickle.dump({"data": np.zeros((2, 100), dtype=np.uint8), "labels": [0, 1]}, handle)
+    with pytest.raises(ValueError, match=r"test_batch does not hold CIFAR data"):
+        CIFARDataModule("cifar10", download=False, root=str(tmp_path), **PLAIN).setup("fit")
+
+
+def test_image_folder_with_val_and_without_test(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    write_image_folder(tmp_path, {"train": {"cat": 3, "dog": 2, "owl": 3}, "val": {"dog": 1, "owl": 2}})
+    data = ImageFolderDataModule(root=str(tmp_path), img_size=16, batch_size=2, crop="random_resized", **PLAIN)
+    data.setup("fit")
+    data.setup("fit")  # idempotent
+    assert data.class_names == ["cat", "dog", "owl"]
+    assert (len(data.train_set), len(data.val_set)) == (8, 3)
+    # val/ lacks "cat", yet its labels keep the training folder's numbering.
+    assert sorted(label for _, label in data.val_set) == [1, 2, 2]
+    image, _ = data.val_set[0]
+    assert image.shape == (3, 16, 16)
+    with caplog.at_level(logging.WARNING):
+        loader = data.test_dataloader()
+    assert loader.dataset is data.val_set and "no test split" in caplog.text
+
+
+def test_image_folder_without_val_holds_out_part_of_train(tmp_path: Path) -> None:
+    write_image_folder(tmp_path, {"train": {"a": 5, "b": 5}, "test": {"a": 1, "b": 1}})
+    data = ImageFolderDataModule(root=str(tmp_path), img_size=16, batch_size=2, val_size=0.2, **PLAIN)
+    data.setup("fit")
+    assert (len(data.train_set), len(data.val_set), len(data.test_set)) == (8, 2, 2)
+    assert set(data.train_set.indices).isdisjoint(data.val_set.indices)
+
+
+def test_empty_class_folder_is_named(tmp_path: Path) -> None:
+    write_image_folder(tmp_path, {"train": {"cat": 2}})
+    (tmp_path / "train" / "dog").mkdir()
+    (tmp_path / "train" / "dog" / "notes.txt").write_text("not an image")
+    data = ImageFolderDataModule(root=str(tmp_path), img_size=16, batch_size=1, **PLAIN)
+    with pytest.raises(ValueError, match=r"class folders \['dog'\] under .*train contain no images"):
+        data.setup("fit")
+
+
+def test_image_folder_errors(tmp_path: Path) -> None:
+    with pytest.raises(FileNotFoundError, match="no training folder"):
+        ImageFolderDataModule(root=str(tmp_path), img_size=16, **PLAIN).setup("fit")
+    write_image_folder(tmp_path, {"train": {"cat": 2}, "val": {"cow": 1}})
+    with pytest.raises(ValueError, match=r"classes \['cow'\] that .*train lacks"):
+        ImageFolderDataModule(root=str(tmp_path), img_size=16, batch_size=1, **PLAIN).setup("fit")
+
+
+def test_batch_larger_than_training_set_is_refused() -> None:
+    data = SyntheticDataModule(train_size=8, img_size=16, batch_size=16, **PLAIN)
+    with pytest.raises(ValueError, match="lower data.batch_size"):
+        data.setup("fit")
+
+
+def test_synthetic_data_is_deterministic() -> None:
+    data = SyntheticDataModule(num_classes=3, train_size=8, val_size=4, test_size=4, img_size=16, batch_size=4, **PLAIN)
+    data.setup("fit")
+    first, label = data.val_set[1]
+    again, label_again = data.val_set[1]
+    assert torch.equal(first, again) and label == label_again
+    assert not torch.equal(data.val_set[1][0], data.test_set[1][0])
+    assert data.module_kwargs()["class_names"] == ["class_0", "class_1", "class_2"]

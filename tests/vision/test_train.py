@@ -1,0 +1,163 @@
+"""The configs compose, the runner trains and tests with them, and the command lines work end to
+end: train -> metrics.json + checkpoints -> predict -> explain."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import timm
+import torch
+from hydra import compose, initialize_config_dir
+from hydra.errors import ConfigCompositionException
+from hydra.utils import instantiate
+from omegaconf import OmegaConf
+from omegaconf.errors import MissingMandatoryValue
+from PIL import Image
+
+from core import load_checkpoint, load_module
+from core.runner import model_kwargs, train
+from tests.vision.vision_testdata import CONF, TINY_MODEL, write_image
+from vision import predict
+from vision import explain
+from vision.model import VisionTransformer
+from vision.module import ImageClassifier
+from vision.timm_weights import rename_key
+
+ROOT = CONF.parent
+TINY_SYNTHETIC = [
+    "data=synthetic",
+    "data.num_classes=3",
+    "data.train_size=64",
+    "data.val_size=32",
+    "data.test_size=32",
+    "data.batch_size=16",
+]
+
+
+def vision_config(overrides: list[str]):
+    with initialize_config_dir(config_dir=str(CONF), version_base="1.3"):
+        return compose("vision", overrides=overrides, return_hydra_config=False)
+
+
+def test_default_run_is_the_cifar10_recipe_on_any_accelerator() -> None:
+    cfg = vision_config(["paths.output_dir=/unused"])
+    assert cfg.data._target_ == "vision.cifar.CIFARDataModule" and cfg.data.dataset == "cifar10"
+    assert (cfg.model.patch_size, cfg.model.dim, cfg.model.depth, cfg.data.img_size) == (4, 192, 9, 32)
+    assert cfg.trainer.accelerator == "auto"
+    assert (cfg.module.mixup_alpha, cfg.module.cutmix_alpha, cfg.module.label_smoothing) == (0.8, 1.0, 0.1)
+    assert cfg.data.auto_augment.startswith("rand-m9")
+    assert (cfg.optimized_metric, cfg.optimized_mode) == ("val/acc", "max")
+
+
+@pytest.mark.parametrize("experiment", ["cifar10_vit", "cifar100_vit", "finetune_timm"])
+def test_experiments_compose_into_a_module(experiment: str) -> None:
+    overrides = [f"experiment={experiment}", "paths.output_dir=/unused"]
+    cfg = vision_config(overrides + (["module.pretrained=vit.pth"] if experiment == "finetune_timm" else []))
+    assert cfg.trainer.precision == "bf16-mixed" and cfg.data.img_size == cfg.model.img_size
+    with torch.device("meta"):
+        module = instantiate(cfg.module, model=model_kwargs(cfg), num_classes=10, _convert_="all")
+    assert isinstance(module.net, VisionTransformer)
+    if experiment == "finetune_timm":
+        assert module.net.img_size == (224, 224) and module.mixup is None
+    else:
+        assert cfg.trainer.max_epochs == 200 and module.mixup is not None
+        assert cfg.data.dataset == experiment.removesuffix("_vit")
+
+
+def test_finetune_without_a_checkpoint_file_is_a_clear_error() -> None:
+    cfg = vision_config(["experiment=finetune_timm", "paths.output_dir=/unused"])
+    with pytest.raises(MissingMandatoryValue, match="module.pretrained"):
+        instantiate(cfg.module, model=model_kwargs(cfg), num_classes=10, _convert_="all")
+
+
+def test_unknown_config_key_is_refused() -> None:
+    with pytest.raises(ConfigCompositionException, match="model.dimension"):
+        vision_config(["model.dimension=64"])
+
+
+@pytest.mark.parametrize("name", ["vit_tiny_patch16_224", "vit_small_patch16_224", "vit_base_patch16_224"])
+def test_224px_presets_have_timms_architecture(name: str) -> None:
+    cfg = OmegaConf.to_container(OmegaConf.load(CONF / "model" / f"{name}.yaml"))
+    cfg.pop("_target_")
+    with torch.device("meta"):
+        ours = VisionTransformer(**cfg, num_classes=1000)
+        reference = timm.create_model(name, pretrained=False)
+    expected = {rename_key(key): value.shape for key, value in reference.state_dict().items()}
+    assert {key: value.shape for key, value in ours.state_dict().items()} == expected
+
+
+def test_runner_trains_with_ema_and_writes_loadable_checkpoints(tmp_path: Path) -> None:
+    cfg = vision_config(
+        [
+            *TINY_SYNTHETIC,
+            *TINY_MODEL,
+            f"paths.output_dir={tmp_path}",
+            "trainer=cpu",
+            "logger=csv",
+            "callbacks.progress_bar=null",
+            "trainer.max_epochs=2",
+            "+callbacks.ema={_target_:lightning.pytorch.callbacks.EMAWeightAveraging,decay:0.9}",
+        ]
+    )
+    result = train(cfg)
+    metrics = json.loads((tmp_path / "metrics.json").read_text())
+    assert result == metrics["val/acc"] and 0.0 <= result <= 1.0
+    last = load_checkpoint(tmp_path / "checkpoints" / "last.ckpt")
+    averaged, current = last["state_dict"], last["current_model_state"]
+    assert not torch.equal(averaged["net.head.weight"], current["net.head.weight"])
+    module = load_module(ImageClassifier, tmp_path / "checkpoints" / "last.ckpt")
+    torch.testing.assert_close(module.net.head.weight, averaged["net.head.weight"])
+    assert module.hparams.class_names == ["class_0", "class_1", "class_2"]
+
+
+@pytest.mark.slow
+def test_cli_train_then_predict_then_explain(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    run_dir = tmp_path / "run"
+    command = [
+        sys.executable, "-m", "vision.train", *TINY_SYNTHETIC, *TINY_MODEL,
+        "trainer=cpu", "logger=csv", "trainer.max_steps=8", f"hydra.run.dir={run_dir}",
+    ]
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    completed = subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
+    assert completed.returncode == 0, completed.stderr[-3000:]
+
+    metrics = json.loads((run_dir / "metrics.json").read_text())
+    for key in ("val/acc", "test/acc", "test/acc5", "fit_seconds", "train_samples_per_second"):
+        assert key in metrics, key
+    assert metrics["test/acc5"] >= metrics["test/acc"]
+    checkpoints = sorted(path.name for path in (run_dir / "checkpoints").iterdir())
+    assert "last.ckpt" in checkpoints and any(name.startswith("best-") for name in checkpoints)
+    checkpoint = str(run_dir / "checkpoints" / "last.ckpt")
+
+    images = [str(write_image(tmp_path / "a.png", (30, 40))), str(write_image(tmp_path / "b.jpg", (16, 16)))]
+    predict.main([checkpoint, *images, "--json"])
+    output = json.loads(capsys.readouterr().out)
+    assert [result["image"] for result in output["results"]] == images
+    for result in output["results"]:
+        probabilities = [entry["probability"] for entry in result["predictions"]]
+        assert len(probabilities) == 3 and probabilities == sorted(probabilities, reverse=True)
+        assert sum(probabilities) == pytest.approx(1.0, abs=1e-5)
+        assert {entry["class"] for entry in result["predictions"]} == {"class_0", "class_1", "class_2"}
+    predict.main([checkpoint, images[0], "--top-k", "2"])
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0] == images[0] and len(lines) == 3 and lines[1].strip().endswith(("class_0", "class_1", "class_2"))
+
+    out = tmp_path / "maps" / "map.png"
+    explain.main([checkpoint, images[0], "--out", str(out)])
+    with Image.open(out) as picture:
+        assert picture.format == "PNG" and picture.size[0] > 500 and picture.size[1] > 300
+
+
+def test_cli_errors_name_the_bad_input(tmp_path: Path) -> None:
+    not_a_checkpoint = tmp_path / "model.ckpt"
+    not_a_checkpoint.write_text("hello")
+    image = str(write_image(tmp_path / "a.png"))
+    with pytest.raises(SystemExit, match="not a readable checkpoint"):
+        predict.main([str(not_a_checkpoint), image])
+    with pytest.raises(SystemExit, match="does not exist"):
+        explain.main([str(tmp_path / "missing.ckpt"), image])

@@ -1,0 +1,215 @@
+"""Vision Transformer, "An Image is Worth 16x16 Words" (Dosovitskiy et al. 2021), on the shared
+core :class:`core.Encoder`.
+
+Parameter names follow timm's ``VisionTransformer`` (``cls_token``, ``pos_embed``,
+``patch_embed.proj``, ``head``; timm's ``blocks.{i}`` / ``norm`` are our ``encoder.layers.{i}`` /
+``encoder.norm``), so timm checkpoints load with a key rename only (:mod:`vision.timm_weights`).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+from timm.layers import resample_abs_pos_embed
+from torch import Tensor, nn
+
+from core import Encoder, sincos_2d
+from vision.patch_embed import PatchEmbed
+from vision.timm_weights import convert_timm_state_dict, timm_config
+
+POOLS = ("cls", "mean")
+POS_EMBEDS = ("learned", "sincos")
+
+
+class VisionTransformer(nn.Module):
+    """ViT (Eq. 1-4 of Dosovitskiy et al.): ``z_0 = [x_class; x_p E] + E_pos``, L pre-norm encoder
+    layers, ``y = LN(z_L^0)`` and a linear head.
+
+    Args:
+        img_size: training image size (int or (height, width)).
+        patch_size: patch side P (4 for 32px CIFAR images, 16 for 224px ImageNet ones).
+        in_chans: image channels.
+        num_classes: classes of the head; 0 gives the pooled features instead of logits.
+        dim: model width D.
+        depth: encoder layers L.
+        num_heads: attention heads per layer.
+        mlp_ratio: MLP hidden width / D.
+        pool: ``cls`` (class token, Eq. 4) or ``mean`` (average of the patch tokens).
+        pos_embed: ``learned`` (a trained table, Eq. 1) or ``sincos`` (fixed 2D sin-cos).
+        class_token: prepend the learnable class token; required by ``pool="cls"``.
+        fc_norm: apply the final LayerNorm after pooling instead of to every token (timm's layout
+            for average-pooled models such as MAE fine-tunes).
+        drop_path: stochastic depth of the last layer, rising linearly from 0 at the first.
+        dropout: dropout after the positional embedding and on each residual branch.
+        attn_dropout: dropout on the attention weights.
+        layer_scale: LayerScale initial value (CaiT / DeiT III), or None for none.
+        norm_eps: LayerNorm epsilon (1e-6 as in the ViT paper and timm).
+        dynamic_img_size: accept any image size divisible by P, resampling the positional
+            embedding to the input's grid.
+    """
+
+    def __init__(
+        self,
+        img_size: int | tuple[int, int] = 32,
+        patch_size: int = 4,
+        in_chans: int = 3,
+        num_classes: int = 10,
+        dim: int = 192,
+        depth: int = 9,
+        num_heads: int = 3,
+        mlp_ratio: float = 2.0,
+        pool: str = "cls",
+        pos_embed: str = "learned",
+        class_token: bool = True,
+        fc_norm: bool = False,
+        drop_path: float = 0.1,
+        dropout: float = 0.0,
+        attn_dropout: float = 0.0,
+        layer_scale: float | None = None,
+        norm_eps: float = 1e-6,
+        dynamic_img_size: bool = False,
+    ) -> None:
+        super().__init__()
+        if pool not in POOLS:
+            raise ValueError(f"unknown pool {pool!r}; choose one of {list(POOLS)}")
+        if pos_embed not in POS_EMBEDS:
+            raise ValueError(f"unknown pos_embed {pos_embed!r}; choose one of {list(POS_EMBEDS)}")
+        if pool == "cls" and not class_token:
+            raise ValueError("pool='cls' needs class_token=True; use pool='mean' without a class token")
+        self.num_classes = num_classes
+        self.pool = pool
+        self.pos_embed_kind = pos_embed
+        self.num_prefix_tokens = 1 if class_token else 0
+        self.patch_embed = PatchEmbed(img_size, patch_size, in_chans, dim, dynamic_img_size)
+        self.cls_token = nn.Parameter(torch.zeros(1, 1, dim)) if class_token else None
+        num_positions = self.num_prefix_tokens + self.patch_embed.num_patches
+        if pos_embed == "learned":
+            self.pos_embed = nn.Parameter(torch.zeros(1, num_positions, dim))
+        else:
+            self.register_buffer("pos_embed", self.sincos_table(self.patch_embed.grid_size, dim), persistent=False)
+        self.pos_drop = nn.Dropout(dropout)
+        self.encoder = Encoder(
+            dim,
+            depth,
+            num_heads,
+            norm_first=True,
+            drop_path=drop_path,
+            norm_eps=norm_eps,
+            mlp_ratio=mlp_ratio,
+            dropout=dropout,
+            attn_dropout=attn_dropout,
+            activation="gelu",
+            layer_scale=layer_scale,
+        )
+        if fc_norm:
+            # The final norm moves after pooling: LN(mean(z)) differs from mean(LN(z)).
+            self.encoder.norm = nn.Identity()
+        self.fc_norm = nn.LayerNorm(dim, eps=norm_eps) if fc_norm else nn.Identity()
+        self.head = nn.Linear(dim, num_classes) if num_classes > 0 else nn.Identity()
+        self.init_weights()
+
+    def sincos_table(self, grid: tuple[int, int], dim: int) -> Tensor:
+        """Fixed positions [1, prefix + N, D]; the class token gets the zero vector."""
+        table = sincos_2d(grid[0], grid[1], dim)
+        prefix = torch.zeros(self.num_prefix_tokens, dim)
+        return torch.cat([prefix, table]).unsqueeze(0)
+
+    def init_weights(self) -> None:
+        """timm's default ViT init: truncated normal (std 0.02) for linear layers and the
+        positional table, zero biases, a near-zero class token."""
+        if isinstance(self.pos_embed, nn.Parameter):
+            nn.init.trunc_normal_(self.pos_embed, std=0.02)
+        if self.cls_token is not None:
+            nn.init.normal_(self.cls_token, std=1e-6)
+        for module in self.modules():
+            if isinstance(module, nn.Linear):
+                nn.init.trunc_normal_(module.weight, std=0.02)
+                if module.bias is not None:
+                    nn.init.zeros_(module.bias)
+
+    def no_weight_decay(self) -> set[str]:
+        """Parameters excluded from weight decay besides norms and biases (as in timm)."""
+        return {"pos_embed", "cls_token"}
+
+    def position_table(self, grid: tuple[int, int]) -> Tensor:
+        """The positional embedding for a patch grid, resampled when it differs from the
+        training grid (bicubic for a learned table, recomputed for sin-cos)."""
+        if grid == self.patch_embed.grid_size:
+            return self.pos_embed
+        if self.pos_embed_kind == "sincos":
+            return self.sincos_table(grid, self.pos_embed.shape[-1]).to(self.pos_embed)
+        return resample_abs_pos_embed(
+            self.pos_embed, list(grid), list(self.patch_embed.grid_size), self.num_prefix_tokens
+        )
+
+    def embed(self, x: Tensor) -> Tensor:
+        """Eq. 1: images [B, C, H, W] -> tokens [B, prefix + N, D] with positions added."""
+        tokens, grid = self.patch_embed(x)
+        if self.cls_token is not None:
+            tokens = torch.cat([self.cls_token.expand(tokens.shape[0], -1, -1), tokens], dim=1)
+        return self.pos_drop(tokens + self.position_table(grid))
+
+    def forward_features(self, x: Tensor) -> Tensor:
+        """Eq. 2-3: images -> encoded tokens [B, prefix + N, D] (after the final norm unless
+        ``fc_norm``)."""
+        return self.encoder(self.embed(x))
+
+    def forward_head(self, x: Tensor, pre_logits: bool = False) -> Tensor:
+        """Eq. 4: pool the tokens [B, prefix + N, D] and classify -> logits [B, num_classes]
+        (or the pooled features [B, D] with ``pre_logits``)."""
+        x = x[:, 0] if self.pool == "cls" else x[:, self.num_prefix_tokens :].mean(dim=1)
+        x = self.fc_norm(x)
+        return x if pre_logits else self.head(x)
+
+    def forward(self, x: Tensor) -> Tensor:
+        """Images [B, C, H, W] -> logits [B, num_classes]."""
+        return self.forward_head(self.forward_features(x))
+
+    @property
+    def img_size(self) -> tuple[int, int]:
+        return self.patch_embed.img_size
+
+    def load_timm_state_dict(self, state_dict: dict[str, Tensor]) -> list[str]:
+        """Load a timm ``VisionTransformer`` state dict, resampling ``pos_embed`` (bicubic) to
+        this model's grid. A head of another class count is left at its fresh init, so an
+        ImageNet checkpoint can be fine-tuned on CIFAR.
+
+        Returns the names of the parameters that were not loaded (the head, or nothing).
+        """
+        if self.pos_embed_kind != "learned" and "pos_embed" in state_dict:
+            raise ValueError(
+                "timm checkpoints carry a learned pos_embed; build the model with pos_embed='learned'"
+            )
+        converted = convert_timm_state_dict(state_dict, self.patch_embed.grid_size, self.num_prefix_tokens)
+        own = self.state_dict()
+        skipped = [
+            name
+            for name in ("head.weight", "head.bias")
+            if name in converted and (name not in own or converted[name].shape != own[name].shape)
+        ]
+        for name in skipped:
+            converted.pop(name)
+        missing = sorted(set(own) - set(converted) - set(skipped))
+        unexpected = sorted(set(converted) - set(own))
+        resized = sorted(name for name in set(own) & set(converted) if own[name].shape != converted[name].shape)
+        if missing or unexpected or resized:
+            raise ValueError(
+                f"the timm state dict does not fit this VisionTransformer (missing {missing}, unexpected "
+                f"{unexpected}, other shapes {resized}); build the model with the checkpoint's "
+                "architecture, e.g. via VisionTransformer.from_timm(timm_model)"
+            )
+        self.load_state_dict(converted, strict=False)
+        return skipped
+
+    @classmethod
+    def from_timm(cls, timm_model: nn.Module, **overrides: Any) -> VisionTransformer:
+        """A copy of a timm ``VisionTransformer`` instance: same architecture, same weights, same
+        logits. ``overrides`` change constructor arguments (e.g. ``img_size=384``,
+        ``num_classes=10``, ``drop_path=0.1``)."""
+        config = timm_config(timm_model)
+        config.update(overrides)
+        model = cls(**config)
+        model.load_timm_state_dict(timm_model.state_dict())
+        return model
+

@@ -1,0 +1,154 @@
+"""Training a :class:`vision.model.VisionTransformer` classifier with Lightning: AdamW with
+warmup + cosine, label smoothing or Mixup/CutMix soft targets, top-1 / top-5 accuracy."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+from typing import Any
+
+import torch
+import torch.nn.functional as F
+from lightning.pytorch import LightningModule
+from timm.data import Mixup
+from timm.loss import LabelSmoothingCrossEntropy, SoftTargetCrossEntropy
+from timm.optim import param_groups_weight_decay
+from torch import Tensor, nn
+from torchmetrics import MetricCollection
+from torchmetrics.classification import MulticlassAccuracy
+
+from core import warmup_cosine
+from vision.model import VisionTransformer
+from vision.timm_weights import read_timm_checkpoint
+
+log = logging.getLogger(__name__)
+
+
+def accuracy_metrics(num_classes: int) -> MetricCollection:
+    """Top-1 and top-5 accuracy over the whole split (top-k capped at the class count)."""
+    return MetricCollection(
+        {
+            "acc": MulticlassAccuracy(num_classes, top_k=1, average="micro"),
+            "acc5": MulticlassAccuracy(num_classes, top_k=min(5, num_classes), average="micro"),
+        }
+    )
+
+
+class ImageClassifier(LightningModule):
+    """A ViT image classifier.
+
+    Args:
+        model: :class:`VisionTransformer` arguments (the ``model`` config group); ``num_classes``
+            comes from the data.
+        num_classes: classes of the dataset.
+        class_names: their names, kept in the checkpoint for prediction.
+        mean, std: the normalization the model was trained with, kept for prediction.
+        lr: peak AdamW learning rate (after warmup).
+        weight_decay: AdamW decoupled weight decay; norms, biases, ``pos_embed`` and
+            ``cls_token`` are exempt.
+        betas: AdamW betas.
+        warmup_epochs: linear warmup length in epochs (fractions allowed).
+        min_lr_ratio: final learning rate of the cosine decay, relative to ``lr``.
+        label_smoothing: target smoothing epsilon (Szegedy et al. 2016).
+        mixup_alpha: Mixup (Zhang et al. 2018) Beta(alpha, alpha) parameter; 0 = off.
+        cutmix_alpha: CutMix (Yun et al. 2019) Beta parameter; 0 = off.
+        mixup_prob: probability of mixing a batch at all.
+        mixup_switch_prob: probability of CutMix instead of Mixup when both are on.
+        pretrained: a timm checkpoint file loaded into the model when fitting starts (resampling
+            ``pos_embed``; a head of another class count starts fresh).
+    """
+
+    throughput_unit = "samples"
+
+    def __init__(
+        self,
+        model: dict[str, Any],
+        num_classes: int,
+        class_names: Sequence[str] | None = None,
+        mean: Sequence[float] = (0.5, 0.5, 0.5),
+        std: Sequence[float] = (0.5, 0.5, 0.5),
+        lr: float = 1e-3,
+        weight_decay: float = 0.05,
+        betas: Sequence[float] = (0.9, 0.999),
+        warmup_epochs: float = 5.0,
+        min_lr_ratio: float = 0.01,
+        label_smoothing: float = 0.1,
+        mixup_alpha: float = 0.0,
+        cutmix_alpha: float = 0.0,
+        mixup_prob: float = 1.0,
+        mixup_switch_prob: float = 0.5,
+        pretrained: str | None = None,
+    ) -> None:
+        super().__init__()
+        # Checkpoints are read with weights_only=True, so hyperparameters must be plain types.
+        model = {key: value for key, value in dict(model).items() if key != "_target_"}
+        class_names = [str(name) for name in class_names] if class_names else [str(i) for i in range(num_classes)]
+        mean, std, betas = [float(v) for v in mean], [float(v) for v in std], [float(v) for v in betas]
+        self.save_hyperparameters()
+        self.net = VisionTransformer(**{**model, "num_classes": num_classes})
+        self.mixup = (
+            Mixup(
+                mixup_alpha=mixup_alpha,
+                cutmix_alpha=cutmix_alpha,
+                prob=mixup_prob,
+                switch_prob=mixup_switch_prob,
+                label_smoothing=label_smoothing,
+                num_classes=num_classes,
+            )
+            if mixup_alpha > 0 or cutmix_alpha > 0
+            else None
+        )
+        if self.mixup is not None:
+            self.train_loss: nn.Module = SoftTargetCrossEntropy()
+        elif label_smoothing > 0:
+            self.train_loss = LabelSmoothingCrossEntropy(label_smoothing)
+        else:
+            self.train_loss = nn.CrossEntropyLoss()
+        self.val_metrics = accuracy_metrics(num_classes).clone(prefix="val/")
+        self.test_metrics = accuracy_metrics(num_classes).clone(prefix="test/")
+
+    def forward(self, images: Tensor) -> Tensor:
+        return self.net(images)
+
+    def setup(self, stage: str) -> None:
+        if stage == "fit" and self.hparams.pretrained:
+            skipped = self.net.load_timm_state_dict(read_timm_checkpoint(self.hparams.pretrained))
+            log.info("loaded %s%s", self.hparams.pretrained, f"; new {skipped}" if skipped else "")
+
+    def count_items(self, batch: tuple[Tensor, Tensor]) -> int:
+        return batch[0].shape[0]
+
+    def training_step(self, batch: tuple[Tensor, Tensor], batch_idx: int) -> Tensor:
+        images, targets = batch
+        if self.mixup is not None:
+            if images.shape[0] % 2:
+                raise ValueError(f"Mixup/CutMix pairs images, so data.batch_size must be even, got {images.shape[0]}")
+            images, targets = self.mixup(images, targets)  # targets: soft [B, num_classes]
+        loss = self.train_loss(self.net(images), targets)
+        self.log("train/loss", loss, prog_bar=True)
+        return loss
+
+    def evaluate(self, batch: tuple[Tensor, Tensor], metrics: MetricCollection, prefix: str) -> None:
+        images, targets = batch
+        logits = self.net(images)
+        metrics.update(logits, targets)
+        self.log(f"{prefix}/loss", F.cross_entropy(logits, targets), sync_dist=True)
+        self.log_dict(metrics, prog_bar=prefix == "val")
+
+    def validation_step(self, batch: tuple[Tensor, Tensor], batch_idx: int) -> None:
+        self.evaluate(batch, self.val_metrics, "val")
+
+    def test_step(self, batch: tuple[Tensor, Tensor], batch_idx: int) -> None:
+        self.evaluate(batch, self.test_metrics, "test")
+
+    def configure_optimizers(self) -> dict[str, Any]:
+        groups = param_groups_weight_decay(
+            self.net, self.hparams.weight_decay, no_weight_decay_list=self.net.no_weight_decay()
+        )
+        optimizer = torch.optim.AdamW(groups, lr=self.hparams.lr, betas=tuple(self.hparams.betas))
+        total_steps = max(1, int(self.trainer.estimated_stepping_batches))
+        # estimated_stepping_batches has sized the train loader, so an epoch's step count is known.
+        steps_per_epoch = max(1, self.trainer.num_training_batches // self.trainer.accumulate_grad_batches)
+        warmup_steps = min(round(self.hparams.warmup_epochs * steps_per_epoch), total_steps)
+        scheduler = warmup_cosine(optimizer, warmup_steps, total_steps, self.hparams.min_lr_ratio)
+        return {"optimizer": optimizer, "lr_scheduler": {"scheduler": scheduler, "interval": "step"}}

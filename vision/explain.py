@@ -48,7 +48,9 @@ def draw(image: Tensor, rollout: Tensor, layers: list[Tensor], title: str, out: 
     size = (image.shape[0], image.shape[1])
     columns = max(3, min(6, len(layers)))
     rows = 1 + math.ceil(len(layers) / columns)
-    figure, axes = plt.subplots(rows, columns, figsize=(2.4 * columns, 2.6 * rows), squeeze=False)
+    figure, axes = plt.subplots(
+        rows, columns, figsize=(2.4 * columns, 2.6 * rows), squeeze=False, layout="constrained"
+    )
     for axis in axes.flat:
         axis.axis("off")
     axes[0, 0].imshow(image)
@@ -63,7 +65,6 @@ def draw(image: Tensor, rollout: Tensor, layers: list[Tensor], title: str, out: 
         axis.imshow(layer_map.cpu(), cmap="viridis")
         axis.set_title(f"layer {index + 1}")
     figure.suptitle(title)
-    figure.tight_layout()
     out.parent.mkdir(parents=True, exist_ok=True)
     figure.savefig(out, dpi=120)
     plt.close(figure)

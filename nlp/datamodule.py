@@ -1,0 +1,182 @@
+"""The translation ``LightningDataModule``: corpus -> joint BPE tokenizer -> token-budget batches."""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+import lightning.pytorch as pl
+from torch.utils.data import DataLoader
+
+from nlp.batching import Collator, Example, TokenBudgetBatchSampler
+from nlp.corpora import Pair, load_hf_split, read_corpus
+from nlp.tokenizer import SubwordTokenizer, train_tokenizer
+from nlp.toy_corpus import TOY_PAIRS
+
+log = logging.getLogger(__name__)
+
+CORPORA = ("toy", "files", "hf")
+
+
+class TranslationDataModule(pl.LightningDataModule):
+    """Parallel sentences from one of three sources, tokenized with a BPE learned on the
+    training split.
+
+    Args:
+        corpus: ``toy`` (the three sentences of the worked example, used for every split),
+            ``files`` (``train``/``val``/``test`` paths) or ``hf`` (a Hugging Face dataset).
+        train: TSV file or parallel-file prefix of the training split (``files``).
+        val: the same for the validation split (``files``).
+        test: the same for the test split (``files``, optional: the validation split otherwise).
+        src_lang: source language code (file suffix, dataset column or translation key).
+        tgt_lang: target language code.
+        dataset: Hugging Face dataset name (``hf``), e.g. ``bentrevett/multi30k`` or ``wmt14``.
+        dataset_config: its configuration name, e.g. ``de-en`` for ``wmt14``.
+        splits: names of the train/val/test splits in the dataset (``test`` may be null).
+        max_train_pairs: use only the first pairs of the training split (large WMT corpora).
+        repeat: how many times one epoch goes over the training pairs (tiny corpora).
+        vocab_size: size of the joint BPE vocabulary.
+        min_frequency: least count of a pair of symbols for a BPE merge.
+        tokenizer_path: a ``tokenizer.json`` to reuse instead of training one.
+        max_tokens: padded-token budget of a batch.
+        max_len: the model's longest sequence; longer sentences are truncated with a warning.
+        num_workers: DataLoader worker processes.
+        seed: seed of the batch shuffling.
+    """
+
+    def __init__(
+        self,
+        corpus: str = "toy",
+        train: str | None = None,
+        val: str | None = None,
+        test: str | None = None,
+        src_lang: str = "de",
+        tgt_lang: str = "en",
+        dataset: str | None = None,
+        dataset_config: str | None = None,
+        splits: dict[str, str | None] | None = None,
+        max_train_pairs: int | None = None,
+        repeat: int = 1,
+        vocab_size: int = 8000,
+        min_frequency: int = 2,
+        tokenizer_path: str | None = None,
+        max_tokens: int = 4096,
+        max_len: int = 1024,
+        num_workers: int = 0,
+        seed: int = 0,
+    ) -> None:
+        super().__init__()
+        if corpus not in CORPORA:
+            raise ValueError(f"data.corpus must be one of {CORPORA}, got {corpus!r}")
+        if corpus == "files" and (train is None or val is None):
+            raise ValueError("data=files needs data.train=PATH and data.val=PATH (TSV files or parallel-file prefixes)")
+        if corpus == "hf" and not dataset:
+            raise ValueError("data=hf needs data.dataset=NAME (e.g. bentrevett/multi30k or wmt14)")
+        if max_len < 2:
+            raise ValueError(f"max_len must be at least 2 (one token and </s>), got {max_len}")
+        self.corpus = corpus
+        self.paths = {"train": train, "val": val, "test": test}
+        self.src_lang, self.tgt_lang = src_lang, tgt_lang
+        self.dataset, self.dataset_config = dataset, dataset_config
+        self.splits = {"train": "train", "val": "validation", "test": "test", **(splits or {})}
+        self.max_train_pairs = max_train_pairs
+        self.repeat = repeat
+        self.vocab_size, self.min_frequency = vocab_size, min_frequency
+        self.tokenizer_path = tokenizer_path
+        self.max_tokens, self.max_len = max_tokens, max_len
+        self.num_workers, self.seed = num_workers, seed
+        self.tokenizer: SubwordTokenizer | None = None
+        self.pairs: dict[str, list[Pair]] = {}
+        self.examples: dict[str, list[Example]] = {}
+
+    def load_split(self, split: str) -> list[Pair] | None:
+        """The sentence pairs of ``split`` (train/val/test), or None when the corpus has none."""
+        if self.corpus == "toy":
+            return list(TOY_PAIRS)
+        if self.corpus == "files":
+            path = self.paths[split]
+            return None if path is None else read_corpus(path, self.src_lang, self.tgt_lang)
+        name = self.splits.get(split)
+        if name is None:
+            return None
+        limit = self.max_train_pairs if split == "train" else None
+        return load_hf_split(self.dataset, self.dataset_config, name, self.src_lang, self.tgt_lang, limit)
+
+    def prepare_data(self) -> None:
+        """Download Hugging Face splits once (on the first process only)."""
+        if self.corpus == "hf":
+            for split in ("train", "val", "test"):
+                self.load_split(split)
+
+    def encode(self, pairs: list[Pair], split: str) -> list[Example]:
+        """Sentence pairs -> (source ``x </s>``, target ``<s> y </s>``) id lists, each side cut to
+        ``max_len - 1`` subwords so the model sees at most ``max_len`` positions."""
+        assert self.tokenizer is not None
+        keep = self.max_len - 1
+        sources = self.tokenizer.encode_batch([source for source, _ in pairs])
+        targets = self.tokenizer.encode_batch([target for _, target in pairs])
+        truncated = sum(len(source) > keep or len(target) > keep for source, target in zip(sources, targets))
+        if truncated:
+            log.warning(
+                "%s split: truncated %d of %d sentence pairs longer than %d subwords (max_len %d)",
+                split, truncated, len(pairs), keep, self.max_len,
+            )
+        bos, eos = self.tokenizer.bos_id, self.tokenizer.eos_id
+        return [
+            (source[:keep] + [eos], [bos] + target[:keep] + [eos]) for source, target in zip(sources, targets)
+        ]
+
+    def setup(self, stage: str | None = None) -> None:
+        if self.tokenizer is not None:
+            return
+        for split in ("train", "val", "test"):
+            pairs = self.load_split(split)
+            if pairs is not None:
+                self.pairs[split] = pairs
+        if "val" not in self.pairs:
+            raise ValueError(f"dataset {self.dataset!r} needs a validation split: set data.splits.val")
+        if self.tokenizer_path is not None:
+            self.tokenizer = SubwordTokenizer.from_file(self.tokenizer_path)
+        else:
+            train_text = (sentence for pair in self.pairs["train"] for sentence in pair)
+            self.tokenizer = train_tokenizer(train_text, self.vocab_size, self.min_frequency)
+        self.examples = {split: self.encode(pairs, split) for split, pairs in self.pairs.items()}
+
+    def module_kwargs(self) -> dict[str, Any]:
+        """What the LightningModule needs from the data: the tokenizer, as its JSON string."""
+        if self.tokenizer is None:
+            raise RuntimeError("call setup('fit') before module_kwargs()")
+        return {"tokenizer": self.tokenizer.to_json()}
+
+    def dataloader(self, examples: list[Example], train: bool) -> DataLoader:
+        assert self.tokenizer is not None
+        # Training batches are sharded over data-parallel processes here (Lightning's own sampler
+        # injection is off for nlp); evaluation runs the whole split on every process.
+        world_size, rank = (self.trainer.world_size, self.trainer.global_rank) if train and self.trainer else (1, 0)
+        sampler = TokenBudgetBatchSampler(
+            [max(len(source), len(target) - 1) for source, target in examples],
+            self.max_tokens,
+            shuffle=train,
+            seed=self.seed,
+            num_replicas=world_size,
+            rank=rank,
+        )
+        return DataLoader(
+            examples,
+            batch_sampler=sampler,
+            collate_fn=Collator(self.tokenizer.pad_id),
+            num_workers=self.num_workers,
+            persistent_workers=self.num_workers > 0,
+        )
+
+    def train_dataloader(self) -> DataLoader:
+        return self.dataloader(self.examples["train"] * self.repeat, train=True)
+
+    def val_dataloader(self) -> DataLoader:
+        return self.dataloader(self.examples["val"], train=False)
+
+    def test_dataloader(self) -> DataLoader:
+        if "test" not in self.examples:
+            log.warning("no test split given (data.test / data.splits.test); testing on the validation split")
+            return self.val_dataloader()
+        return self.dataloader(self.examples["test"], train=False)

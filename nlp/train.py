@@ -1,0 +1,20 @@
+"""Train a translation model: ``python -m nlp.train [data=toy model=transformer_tiny ...]``.
+
+Writes checkpoints (with the tokenizer inside) and ``metrics.json`` to the Hydra run directory.
+"""
+
+from __future__ import annotations
+
+import hydra
+from omegaconf import DictConfig
+
+from core.runner import train
+
+
+@hydra.main(version_base="1.3", config_path="../conf", config_name="nlp")
+def main(cfg: DictConfig) -> float | None:
+    return train(cfg)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,65 @@
+"""Shared pieces of the translation tests: a toy tokenizer, tiny models, corpus files, configs."""
+
+from __future__ import annotations
+
+import os
+import random
+from pathlib import Path
+
+import pytest
+import torch
+from hydra import compose, initialize_config_dir
+from omegaconf import DictConfig
+
+from nlp.model import Seq2SeqTransformer
+from nlp.tokenizer import SubwordTokenizer, train_tokenizer
+from nlp.toy_corpus import TOY_PAIRS
+
+CONF = Path(__file__).resolve().parents[2] / "conf"
+
+# Subprocesses get the suite's one intra-op thread (tests/conftest.py) through the environment.
+SUBPROCESS_ENV = {**os.environ, "OMP_NUM_THREADS": "1"}
+
+
+@pytest.fixture(scope="session")
+def toy_tokenizer() -> SubwordTokenizer:
+    return train_tokenizer((sentence for pair in TOY_PAIRS for sentence in pair), vocab_size=400, min_frequency=1)
+
+
+def tiny_model(vocab_size: int = 40, seed: int = 0, **overrides: object) -> Seq2SeqTransformer:
+    """A randomly initialized 2+2-layer model in eval mode (pad 0, <s> 1, </s> 2)."""
+    torch.manual_seed(seed)
+    kwargs = dict(dim=32, num_heads=4, encoder_depth=2, decoder_depth=2, ffn_dim=64, dropout=0.0, max_len=64)
+    return Seq2SeqTransformer(vocab_size, vocab_size, **{**kwargs, **overrides}).eval()
+
+
+def write_lines(path: Path, lines: list[str]) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text("".join(f"{line}\n" for line in lines), encoding="utf-8")
+    return path
+
+
+def reverse_pairs(count: int, seed: int) -> list[tuple[str, str]]:
+    """Sequences of 3-7 letters and the same letters reversed."""
+    rng = random.Random(seed)
+    pairs = []
+    for _ in range(count):
+        letters = [rng.choice("abcdefgh") for _ in range(rng.randint(3, 7))]
+        pairs.append((" ".join(letters), " ".join(reversed(letters))))
+    return pairs
+
+
+def nlp_config(output_dir: Path, *overrides: str) -> DictConfig:
+    """The real ``conf/nlp.yaml``, composed with the Hydra API, for a quiet CPU run."""
+    with initialize_config_dir(config_dir=str(CONF), version_base="1.3"):
+        return compose(
+            "nlp",
+            overrides=[
+                f"paths.output_dir={output_dir}",
+                "trainer=cpu",
+                "logger=csv",
+                "callbacks.progress_bar=null",
+                "trainer.enable_model_summary=false",
+                *overrides,
+            ],
+        )

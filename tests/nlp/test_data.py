@@ -1,0 +1,167 @@
+"""Corpus readers, token-budget batching and the datamodule, on tiny files in tmp_path."""
+
+from __future__ import annotations
+
+import json
+import logging
+from pathlib import Path
+
+import pytest
+
+from nlp.batching import Collator, TokenBudgetBatchSampler, token_budget_batches
+from nlp.corpora import load_hf_split, read_corpus, read_parallel, read_tsv
+from nlp.datamodule import TranslationDataModule
+from nlp.tokenizer import SubwordTokenizer
+from nlp.toy_corpus import TOY_PAIRS
+from tests.nlp.conftest import write_lines
+
+
+def test_toy_corpus_starts_with_the_worked_example() -> None:
+    assert TOY_PAIRS[0] == ("when you play the game of thrones", "you win or you die")
+    assert len(TOY_PAIRS) == 3
+
+
+def test_tsv_skips_and_counts_malformed_lines(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    path = write_lines(
+        tmp_path / "train.tsv",
+        ["ein Haus\ta house", "", "nur eine Seite", "\tno source", "drei\tfelder\tzu viel", "  zwei Hunde \t two dogs "],
+    )
+    with caplog.at_level(logging.WARNING):
+        pairs = read_tsv(path)
+    assert pairs == [("ein Haus", "a house"), ("zwei Hunde", "two dogs")]
+    assert f"{path}: skipped 4 empty or malformed line(s), kept 2 pair(s)" in caplog.text
+
+
+def test_file_without_pairs_is_an_error_naming_it(tmp_path: Path) -> None:
+    path = write_lines(tmp_path / "empty.tsv", ["", "no tab here"])
+    with pytest.raises(ValueError, match=f"{path} contains no sentence pairs"):
+        read_tsv(path)
+
+
+def test_parallel_files_by_prefix(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    write_lines(tmp_path / "train.de", ["ein Haus", "", "zwei Hunde"])
+    write_lines(tmp_path / "train.en", ["a house", "lost line", "two dogs"])
+    with caplog.at_level(logging.WARNING):
+        pairs = read_corpus(tmp_path / "train", "de", "en")
+    assert pairs == [("ein Haus", "a house"), ("zwei Hunde", "two dogs")]
+    assert "skipped 1 empty or malformed line(s)" in caplog.text
+
+
+def test_parallel_files_must_be_aligned_and_present(tmp_path: Path) -> None:
+    write_lines(tmp_path / "train.de", ["ein Haus", "zwei Hunde"])
+    with pytest.raises(FileNotFoundError, match="train.en does not exist"):
+        read_parallel(tmp_path / "train", "de", "en")
+    write_lines(tmp_path / "train.en", ["a house"])
+    with pytest.raises(ValueError, match="has 2 lines but .*train.en has 1"):
+        read_parallel(tmp_path / "train", "de", "en")
+
+
+@pytest.mark.parametrize("layout", ["columns", "translation"])
+def test_hugging_face_splits_in_both_layouts(tmp_path: Path, layout: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    import datasets
+
+    monkeypatch.setattr(datasets.config, "HF_DATASETS_CACHE", tmp_path / "cache")
+    rows = [("ein Haus", "a house"), ("", "dropped"), ("zwei Hunde", "two dogs")]
+    for split in ("train", "validation"):
+        records = [
+            {"de": de, "en": en} if layout == "columns" else {"translation": {"de": de, "en": en}} for de, en in rows
+        ]
+        write_lines(tmp_path / "corpus" / f"{split}.jsonl", [json.dumps(record) for record in records])
+    pairs = load_hf_split(str(tmp_path / "corpus"), None, "validation", "de", "en")
+    assert pairs == [("ein Haus", "a house"), ("zwei Hunde", "two dogs")]
+    assert not list(Path.home().glob(".cache/huggingface/datasets/corpus*"))
+    with pytest.raises(ValueError, match="'fr'"):
+        load_hf_split(str(tmp_path / "corpus"), None, "train", "fr", "en")
+
+
+def test_missing_hugging_face_dataset_offline_is_a_clear_error() -> None:
+    # tests/conftest.py puts the Hugging Face libraries in offline mode.
+    with pytest.raises(RuntimeError, match="downloaded on first use.*data=files"):
+        load_hf_split("bentrevett/multi30k", None, "train", "de", "en")
+
+
+def test_batches_respect_the_token_budget_and_cover_every_example() -> None:
+    lengths = [3, 17, 5, 9, 9, 2, 30, 4, 8, 12, 6, 50]
+    batches = token_budget_batches(lengths, max_tokens=40, order=sorted(range(12), key=lengths.__getitem__))
+    assert sorted(i for batch in batches for i in batch) == list(range(12))
+    for batch in batches:
+        assert len(batch) * max(lengths[i] for i in batch) <= 40 or len(batch) == 1
+    # Sorted by length, neighbours share a batch: five short ones (5 x 6 tokens), three of
+    # length 8-9, ..., and 50 tokens, over the budget, alone.
+    assert batches == [[5, 0, 7, 2, 10], [8, 3, 4], [9, 1], [6], [11]]
+
+
+def test_sampler_shuffles_per_epoch_and_shards_over_ranks() -> None:
+    lengths = [(i * 7) % 23 + 1 for i in range(200)]
+    single = TokenBudgetBatchSampler(lengths, max_tokens=64, shuffle=True, seed=1)
+    epoch0 = list(single)
+    single.set_epoch(1)
+    assert list(single) != epoch0
+    single.set_epoch(0)
+    assert list(single) == epoch0
+    ranks = [TokenBudgetBatchSampler(lengths, 64, shuffle=True, seed=1, num_replicas=3, rank=r) for r in range(3)]
+    shards = [list(sampler) for sampler in ranks]
+    assert len({len(shard) for shard in shards}) == 1 == len({len(sampler) for sampler in ranks})
+    seen = [i for shard in shards for batch in shard for i in batch]
+    assert set(seen) == set(range(200))  # everything, a few examples twice to even the ranks out
+    assert len(seen) - 200 < 3 * max(len(batch) for shard in shards for batch in shard)
+
+
+def test_collator_pads_sources_and_targets() -> None:
+    batch = Collator(pad_id=0)([([5, 6, 2], [1, 7, 2]), ([5, 2], [1, 7, 8, 9, 2])])
+    assert batch["source"].tolist() == [[5, 6, 2], [5, 2, 0]]
+    assert batch["target"].tolist() == [[1, 7, 2, 0, 0], [1, 7, 8, 9, 2]]
+
+
+def files_datamodule(tmp_path: Path, **kwargs: object) -> TranslationDataModule:
+    write_lines(tmp_path / "train.tsv", [f"{s}\t{t}" for s, t in TOY_PAIRS])
+    write_lines(tmp_path / "val.tsv", [f"{s}\t{t}" for s, t in TOY_PAIRS[:2]])
+    options = dict(vocab_size=400, min_frequency=1, max_tokens=64, max_len=32)
+    return TranslationDataModule(
+        corpus="files", train=str(tmp_path / "train.tsv"), val=str(tmp_path / "val.tsv"), **{**options, **kwargs}
+    )
+
+
+def test_datamodule_frames_sentences_and_exports_its_tokenizer(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    data = files_datamodule(tmp_path)
+    data.setup("fit")
+    tokenizer = SubwordTokenizer.from_json(data.module_kwargs()["tokenizer"])
+    data.setup("fit")  # idempotent: the same tokenizer, not a retrained one
+    assert data.module_kwargs()["tokenizer"] == tokenizer.to_json()
+    batch = next(iter(data.val_dataloader()))
+    assert batch["source"].shape[0] == 2
+    for source, target, (text_source, text_target) in zip(batch["source"], batch["target"], TOY_PAIRS):
+        source, target = source[source.ne(0)].tolist(), target[target.ne(0)].tolist()
+        assert source[-1] == tokenizer.eos_id and tokenizer.decode(source) == text_source
+        assert target[0] == tokenizer.bos_id and target[-1] == tokenizer.eos_id
+        assert tokenizer.decode(target) == text_target
+    with caplog.at_level(logging.WARNING):
+        test_batches = list(data.test_dataloader())
+    assert "testing on the validation split" in caplog.text
+    assert sum(len(b["source"]) for b in test_batches) == 2
+
+
+def test_long_sentences_are_truncated_with_a_counted_warning(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    data = files_datamodule(tmp_path, max_len=5)
+    with caplog.at_level(logging.WARNING):
+        data.setup("fit")
+    assert "train split: truncated 3 of 3 sentence pairs longer than 4 subwords (max_len 5)" in caplog.text
+    for batch in data.train_dataloader():
+        assert batch["source"].shape[1] <= 5 and batch["target"].shape[1] <= 6  # <s> + 4 + </s>
+        for row in (*batch["source"], *batch["target"]):
+            assert row[row.ne(0)][-1] == 2  # truncation keeps </s>
+
+
+def test_repeat_multiplies_the_training_epoch(tmp_path: Path) -> None:
+    data = files_datamodule(tmp_path, repeat=4)
+    data.setup("fit")
+    assert sum(len(batch["source"]) for batch in data.train_dataloader()) == 12
+
+
+def test_configuration_mistakes_are_named() -> None:
+    with pytest.raises(ValueError, match="data.corpus must be one of"):
+        TranslationDataModule(corpus="wmt")
+    with pytest.raises(ValueError, match="data=files needs data.train=PATH and data.val=PATH"):
+        TranslationDataModule(corpus="files", train="x.tsv")
+    with pytest.raises(ValueError, match="data=hf needs data.dataset"):
+        TranslationDataModule(corpus="hf")

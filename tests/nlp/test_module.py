@@ -1,0 +1,89 @@
+"""TranslationModule: the loss, optimizer and schedule against the paper's formulas."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from nlp.module import TranslationModule
+from nlp.tokenizer import SubwordTokenizer
+
+TINY = {"dim": 32, "num_heads": 4, "encoder_depth": 1, "decoder_depth": 1, "ffn_dim": 64, "dropout": 0.0, "max_len": 32}
+
+
+@pytest.fixture
+def module(toy_tokenizer: SubwordTokenizer) -> TranslationModule:
+    torch.manual_seed(0)
+    return TranslationModule(model=TINY, tokenizer=toy_tokenizer.to_json(), label_smoothing=0.1, warmup_steps=10, lr=1e-3)
+
+
+def toy_batch(tokenizer: SubwordTokenizer) -> dict[str, torch.Tensor]:
+    from nlp.batching import Collator
+
+    pairs = [("winter is coming", "the north remembers"), ("when you play the game of thrones", "you win or you die")]
+    examples = [
+        (tokenizer.encode(s) + [tokenizer.eos_id], [tokenizer.bos_id, *tokenizer.encode(t), tokenizer.eos_id])
+        for s, t in pairs
+    ]
+    return Collator(tokenizer.pad_id)(examples)
+
+
+def test_loss_is_label_smoothed_cross_entropy_over_real_tokens(module: TranslationModule, toy_tokenizer: SubwordTokenizer) -> None:
+    batch = toy_batch(toy_tokenizer)
+    loss, tokens = module.loss(batch)
+    with torch.no_grad():
+        log_probs = module.net(batch["source"], batch["target"][:, :-1]).log_softmax(-1)
+    labels = batch["target"][:, 1:]
+    real = labels.ne(toy_tokenizer.pad_id)
+    # Section 5.4: the one-hot target mixed with a uniform distribution, weight eps = 0.1.
+    vocab = log_probs.shape[-1]
+    smoothed = 0.9 * torch.nn.functional.one_hot(labels, vocab) + 0.1 / vocab
+    expected = -(smoothed * log_probs).sum(-1)[real].mean()
+    assert tokens == int(real.sum()) == module.count_items(batch) == 3 + 1 + 5 + 1
+    torch.testing.assert_close(loss.detach(), expected)
+
+
+def test_adam_and_inverse_square_root_schedule(module: TranslationModule) -> None:
+    config = module.configure_optimizers()
+    optimizer, scheduler = config["optimizer"], config["lr_scheduler"]["scheduler"]
+    assert config["lr_scheduler"]["interval"] == "step"
+    assert isinstance(optimizer, torch.optim.Adam)
+    assert optimizer.defaults["betas"] == (0.9, 0.98) and optimizer.defaults["eps"] == 1e-9
+    rates = []
+    for _ in range(40):
+        rates.append(optimizer.param_groups[0]["lr"])
+        optimizer.step()
+        scheduler.step()
+    # Section 5.3: lrate proportional to min(step^-0.5, step * warmup^-1.5), peaking at warmup.
+    for step, rate in enumerate(rates, start=1):
+        paper = min(step**-0.5, step * 10**-1.5) / 10**-0.5
+        assert rate == pytest.approx(1e-3 * paper)
+    assert max(rates) == rates[9]
+
+
+def test_hyperparameters_are_plain_python(module: TranslationModule) -> None:
+    assert set(module.hparams) >= {"model", "tokenizer", "lr", "beam_size"}
+    assert type(module.hparams["model"]) is dict and isinstance(module.hparams["tokenizer"], str)
+
+
+def test_translate_returns_one_line_per_sentence(module: TranslationModule) -> None:
+    module.eval()
+    out = module.translate(["winter is coming", "a lannister always pays his debts"], beam_size=2, max_len=5)
+    assert len(out) == 2 and all(isinstance(line, str) for line in out)
+
+
+def test_translate_truncates_overlong_input_with_a_warning(module: TranslationModule, caplog: pytest.LogCaptureFixture) -> None:
+    module.eval()
+    with caplog.at_level("WARNING"):
+        out = module.translate(["winter is coming " * 20, "winter"], max_len=4)
+    assert len(out) == 2
+    assert "truncated 1 of 2 sentences longer than 31 subwords (model max_len 32)" in caplog.text
+
+
+def test_resuming_with_another_tokenizer_is_refused(module: TranslationModule) -> None:
+    from nlp.tokenizer import train_tokenizer
+
+    other = train_tokenizer(["a completely different corpus"], vocab_size=300, min_frequency=1).to_json()
+    module.on_load_checkpoint({"hyper_parameters": {**module.hparams, "tokenizer": module.hparams.tokenizer}})
+    with pytest.raises(ValueError, match="data.tokenizer_path=<run>/checkpoints/tokenizer.json"):
+        module.on_load_checkpoint({"hyper_parameters": {**module.hparams, "tokenizer": other}})

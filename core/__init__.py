@@ -4,7 +4,12 @@ Torch only: importing ``core`` loads neither Lightning nor Hydra. The shared tra
 lives in :mod:`core.runner` and is imported explicitly.
 """
 
-from core.attention import MultiHeadAttention, attention_scores, scaled_dot_product
+from core.attention import (
+    MultiHeadAttention,
+    attention_scores,
+    recorded_attention_weights,
+    scaled_dot_product,
+)
 from core.cache import AttentionCache, DecoderCache
 from core.checkpoint import load_checkpoint, load_module
 from core.feedforward import FeedForward
@@ -44,6 +49,7 @@ __all__ = [
     "merge_masks",
     "padding_mask",
     "padding_mask_from_ids",
+    "recorded_attention_weights",
     "scaled_dot_product",
     "sincos_2d",
     "sinusoidal_table",

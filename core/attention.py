@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
-import torch
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
+from typing import Any
+
 import torch.nn.functional as F
 from torch import Tensor, nn
 
@@ -175,3 +178,30 @@ class MultiHeadAttention(nn.Module):
         out = out.transpose(1, 2).reshape(batch, length, self.inner_dim)  # (B, T, H * d_k)
         out = self.proj_drop(self.proj(out))
         return (out, weights) if need_weights else out
+
+
+@contextmanager
+def recorded_attention_weights(modules: Iterable[MultiHeadAttention]) -> Iterator[list[Tensor]]:
+    """Within the block, every call of the given attention modules also computes its weights
+    [B, H, T, S] (the explicit Eq. 1 path of ``need_weights``) and appends them, detached, to the
+    yielded list in call order. Callers still receive the plain output, so a whole model can be
+    inspected without changing its code; the hooks are removed on exit."""
+    weights: list[Tensor] = []
+
+    def ask_for_weights(module: nn.Module, args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple:
+        return args, {**kwargs, "need_weights": True}
+
+    def keep_weights(module: nn.Module, args: tuple[Any, ...], kwargs: dict[str, Any], output: tuple) -> Tensor:
+        out, attention = output
+        weights.append(attention.detach())
+        return out
+
+    handles = []
+    for module in modules:
+        handles.append(module.register_forward_pre_hook(ask_for_weights, with_kwargs=True))
+        handles.append(module.register_forward_hook(keep_weights, with_kwargs=True))
+    try:
+        yield weights
+    finally:
+        for handle in handles:
+            handle.remove()

@@ -24,13 +24,16 @@ def load_checkpoint(path: str | Path, map_location: str | torch.device = "cpu") 
     try:
         checkpoint = torch.load(path, map_location=map_location, weights_only=True)
     except pickle.UnpicklingError as error:
+        reason = next((line for line in str(error).splitlines() if "global" in line.lower()), None)
+        if reason is None:
+            raise ValueError(f"{path} is not a readable checkpoint (it is not a torch.save file)") from None
         raise ValueError(
             f"checkpoint {path} holds objects other than tensors and plain Python types, so it was "
             "refused: loading it could execute code. Use checkpoints written by this toolkit, or "
-            f"re-save a trusted one as a plain state dict. ({str(error).splitlines()[0]})"
+            f"re-save a trusted one as a plain state dict. ({reason.strip()})"
         ) from None
     except (RuntimeError, EOFError, KeyError, IndexError) as error:
-        raise ValueError(f"{path} is not a readable checkpoint ({error})") from None
+        raise ValueError(f"{path} is not a readable checkpoint ({type(error).__name__}: {error})") from None
     if not isinstance(checkpoint, dict):
         raise ValueError(f"checkpoint {path} holds a {type(checkpoint).__name__}, expected a dict")
     return checkpoint
@@ -46,6 +49,12 @@ def load_module(module_class: type[ModuleT], path: str | Path, map_location: str
             f"checkpoint {path} lacks {sorted(missing)}; pass a checkpoint written by a training run "
             "(checkpoints/last.ckpt or the best one)"
         )
-    module = module_class(**checkpoint["hyper_parameters"])
-    module.load_state_dict(checkpoint["state_dict"])
+    try:
+        module = module_class(**checkpoint["hyper_parameters"])
+        module.load_state_dict(checkpoint["state_dict"])
+    except (TypeError, RuntimeError) as error:
+        raise ValueError(
+            f"checkpoint {path} was not written by a {module_class.__name__}; pass a checkpoint of "
+            f"this kind of model ({str(error).splitlines()[0]})"
+        ) from None
     return module.eval()

@@ -6,6 +6,7 @@ composed config. Lightning and Hydra are imported here, not by ``import core``.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import logging
 import os
@@ -16,6 +17,7 @@ from typing import Any
 
 import lightning.pytorch as pl
 import torch
+from filelock import FileLock
 from hydra.utils import instantiate
 from omegaconf import DictConfig, OmegaConf
 
@@ -42,12 +44,25 @@ def build_list(group: DictConfig | None) -> list[Any]:
 
 
 def scalar_metrics(metrics: dict[str, Any]) -> dict[str, float]:
-    """Logged metrics as plain floats (tensors of one element)."""
+    """The logged ``train/``, ``val/`` and ``test/`` metrics as plain floats."""
     return {
         key: float(value)
         for key, value in metrics.items()
-        if isinstance(value, (int, float)) or (isinstance(value, torch.Tensor) and value.numel() == 1)
+        if key.startswith(("train/", "val/", "test/"))
+        and (isinstance(value, (int, float)) or (isinstance(value, torch.Tensor) and value.numel() == 1))
     }
+
+
+def prepare_once(datamodule: pl.LightningDataModule, data_cfg: DictConfig) -> None:
+    """Run ``prepare_data`` (downloads) one process at a time on this machine.
+
+    Under torchrun or SLURM every process starts this function together, before any process
+    group exists; a file lock per data config lets the first one download while the others wait
+    and then find the files in place.
+    """
+    key = hashlib.sha1(OmegaConf.to_yaml(data_cfg).encode()).hexdigest()[:16]
+    with FileLock(Path(tempfile.gettempdir()) / f"transformer-toolkit-prepare-{key}.lock"):
+        datamodule.prepare_data()
 
 
 def write_json_atomically(path: Path, data: dict[str, Any]) -> None:
@@ -68,13 +83,15 @@ def train(cfg: DictConfig) -> float | None:
     Steps: seed everything; instantiate the datamodule and prepare it, so that the module can be
     built from what the data defines (classes, tokenizer); instantiate callbacks, loggers and the
     Trainer from ``cfg.callbacks``, ``cfg.logger`` and ``cfg.trainer``; optionally compile the
-    network; fit (resuming from ``cfg.ckpt_path``); test the best checkpoint.
+    network (``compile: true``, ``torch.compile`` keyword arguments in ``compile_options``); fit
+    (resuming from ``cfg.ckpt_path``); validate once more if training stopped before any
+    validation; test the best checkpoint, or the final weights when none was saved.
     """
     output_dir = Path(cfg.paths.output_dir)
     pl.seed_everything(cfg.seed, workers=True)
 
     datamodule: pl.LightningDataModule = instantiate(cfg.data, _convert_="all")
-    datamodule.prepare_data()
+    prepare_once(datamodule, cfg.data)
     datamodule.setup("fit")
     module: pl.LightningModule = instantiate(
         cfg.module, model=model_kwargs(cfg), **datamodule.module_kwargs(), _convert_="all"
@@ -96,6 +113,9 @@ def train(cfg: DictConfig) -> float | None:
     trainer.fit(module, datamodule=datamodule, ckpt_path=ckpt_path, weights_only=True)
     metrics = scalar_metrics(trainer.callback_metrics)
     metrics["fit_seconds"] = time.perf_counter() - start
+    if cfg.optimized_metric not in metrics:  # training stopped (max_steps) before any validation
+        for results in trainer.validate(module, datamodule=datamodule):
+            metrics.update(scalar_metrics(results))
 
     best = next((c.best_model_path for c in trainer.checkpoint_callbacks if c.monitor), "")  # type: ignore[attr-defined]
     if not best:

@@ -104,3 +104,19 @@ def test_bad_shapes_are_reported() -> None:
         mha(torch.randn(2, 3, DIM), key_padding_mask=torch.zeros(2, 4, dtype=torch.bool))
     with pytest.raises(ValueError, match=r"\[batch, length, dim\]"):
         mha(torch.randn(3, DIM))
+
+
+def test_recorded_attention_weights_reads_a_whole_stack_without_changing_it() -> None:
+    torch.manual_seed(3)
+    encoder = core.Encoder(DIM, 2, HEADS, norm_first=True).eval()
+    x = torch.randn(2, 5, DIM)
+    expected = encoder(x)
+    with core.recorded_attention_weights(layer.attn for layer in encoder.layers) as weights:
+        got = encoder(x)
+    torch.testing.assert_close(got, expected, atol=1e-6, rtol=1e-5)
+    assert [w.shape for w in weights] == [(2, HEADS, 5, 5)] * 2
+    first_input = encoder.layers[0].norm1(x)
+    _, reference = encoder.layers[0].attn(first_input, need_weights=True)
+    torch.testing.assert_close(weights[0], reference)
+    encoder(x)
+    assert len(weights) == 2  # hooks are gone after the block

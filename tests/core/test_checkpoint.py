@@ -40,3 +40,16 @@ def test_missing_and_non_checkpoint_files_are_named(tmp_path: Path) -> None:
     torch.save({"weights": torch.zeros(1)}, tmp_path / "bare.ckpt")
     with pytest.raises(ValueError, match="lacks"):
         core.load_module(torch.nn.Linear, tmp_path / "bare.ckpt")
+
+
+def test_a_file_that_is_not_a_checkpoint_is_not_called_dangerous(tmp_path: Path) -> None:
+    (tmp_path / "image.ckpt").write_bytes(b"\x89PNG\r\n\x1a\n" + bytes(64))
+    with pytest.raises(ValueError, match="is not a readable checkpoint") as error:
+        core.load_checkpoint(tmp_path / "image.ckpt")
+    assert "execute code" not in str(error.value)
+
+
+def test_checkpoint_of_another_model_is_named(tmp_path: Path) -> None:
+    torch.save({"hyper_parameters": {"num_classes": 3}, "state_dict": {}}, tmp_path / "other.ckpt")
+    with pytest.raises(ValueError, match="was not written by a Linear"):
+        core.load_module(torch.nn.Linear, tmp_path / "other.ckpt")

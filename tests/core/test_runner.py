@@ -43,6 +43,14 @@ def test_run_writes_metrics_and_checkpoints(tmp_path: Path) -> None:
     assert module.net(torch.randn(1, 6, 4)).shape == (1, 2)
 
 
+def test_run_stopped_before_any_validation_still_reports_validation(tmp_path: Path) -> None:
+    train(tiny_config(tmp_path, "trainer.max_steps=2"))  # the epoch has 4 steps
+    metrics = json.loads((tmp_path / "metrics.json").read_text())
+    assert {"val/acc", "test/acc", "fit_seconds", "train_samples_per_second"} <= metrics.keys()
+    assert all(key.startswith(("train", "val/", "test/", "fit_")) for key in metrics)
+    assert core.load_checkpoint(tmp_path / "checkpoints" / "last.ckpt")["global_step"] == 2
+
+
 def test_resume_from_last_checkpoint_continues_at_its_step(tmp_path: Path) -> None:
     first, second = tmp_path / "first", tmp_path / "second"
     train(tiny_config(first, "trainer.max_epochs=1"))  # 64 samples / 16 = 4 steps

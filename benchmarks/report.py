@@ -1,0 +1,123 @@
+"""Markdown tables (ratios first) of the latest result of each benchmark in a JSONL file written
+with ``--append``.
+
+    python -m benchmarks.report results.jsonl
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+from typing import Any
+
+ORDER = ("vit", "seq2seq", "decoding")
+
+
+def latest_results(path: Path) -> dict[str, dict[str, Any]]:
+    """The last result of each benchmark in the file."""
+    if not path.is_file():
+        raise FileNotFoundError(f"results file {path} does not exist; write one with `--append {path}`")
+    latest: dict[str, dict[str, Any]] = {}
+    for number, line in enumerate(path.read_text().splitlines(), start=1):
+        if not line.strip():
+            continue
+        try:
+            result = json.loads(line)
+        except json.JSONDecodeError as error:
+            raise ValueError(f"{path}:{number} is not a JSON object ({error}); remove the line") from error
+        latest[result["benchmark"]] = result
+    return latest
+
+
+def table(header: Iterable[str], rows: Iterable[Iterable[Any]]) -> str:
+    header = list(header)
+    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    lines += ["| " + " | ".join("-" if cell is None else str(cell) for cell in row) + " |" for row in rows]
+    return "\n".join(lines)
+
+
+def speed(results: Mapping[str, Any], name: str) -> float | None:
+    return results[name]["items_per_s"] if name in results else None
+
+
+def environment_line(result: Mapping[str, Any]) -> str:
+    env = result["env"]
+    versions = ", ".join(f"{key} {env[key]}" for key in ("torch", "timm", "transformers") if key in env)
+    return (
+        f"`{env['command']}` at {env['time']}: {versions}; device {env['device']} ({env['cpu']}, "
+        f"{env['cpu_count']} cores), threads: {env['threads']}."
+    )
+
+
+def vit_section(result: Mapping[str, Any]) -> str:
+    rows = []
+    for case in result["cases"]:
+        memory = case["memory"] or {}
+        rows.append(
+            [
+                case["case"],
+                case["ratios"]["ours/timm"],
+                case["batch"],
+                speed(case["speed"], "ours"),
+                speed(case["speed"], "timm"),
+                memory.get("ours", {}).get("peak_mib"),
+                memory.get("timm", {}).get("peak_mib"),
+            ]
+        )
+    header = ["case", "ours/timm", "batch", "ours img/s", "timm img/s", "ours peak MiB", "timm peak MiB"]
+    return "### ViT: ours vs timm\n\n" + table(header, rows)
+
+
+def seq2seq_section(result: Mapping[str, Any]) -> str:
+    settings = result["settings"]
+    row = [
+        result["ratios"]["train ours/torch"],
+        speed(result["speed"], "ours"),
+        speed(result["speed"], "torch"),
+        f"d={settings['dim']} h={settings['heads']} N={settings['layers']} d_ff={settings['ffn']} "
+        f"V={settings['vocab']}, batch {settings['batch']}x{settings['src_len']}->{settings['tgt_len']}",
+    ]
+    header = ["ours/torch", "ours tokens/s", "torch tokens/s", "model and batch"]
+    return "### Seq2seq training: ours vs torch.nn.Transformer\n\n" + table(header, [row])
+
+
+def decoding_section(result: Mapping[str, Any]) -> str:
+    rows = [
+        [
+            case["case"],
+            case["ratios"].get("cached/uncached"),
+            case["ratios"].get("cached/hf"),
+            speed(case["speed"], "cached"),
+            speed(case["speed"], "uncached"),
+            speed(case["speed"], "hf"),
+        ]
+        for case in result["cases"]
+    ]
+    header = ["case", "cached/uncached", "cached/HF", "cached tok/s", "uncached tok/s", "HF tok/s"]
+    return "### Decoding: cached vs uncached vs Hugging Face generate\n\n" + table(header, rows)
+
+
+SECTIONS = {"vit": vit_section, "seq2seq": seq2seq_section, "decoding": decoding_section}
+
+
+def render(latest: Mapping[str, Mapping[str, Any]]) -> str:
+    parts = []
+    for name in ORDER:
+        if name in latest:
+            parts.append(SECTIONS[name](latest[name]) + "\n\n" + environment_line(latest[name]))
+    return "\n\n".join(parts) + "\n"
+
+
+def main(argv: list[str] | None = None) -> str:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("results", type=Path, help="JSONL file written by the benchmarks' --append")
+    args = parser.parse_args(argv)
+    text = render(latest_results(args.results))
+    print(text, end="")
+    return text
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,121 @@
+"""Smoke runs of the benchmark scripts at tiny sizes: they run, compare like with like, and write
+the results they print. No timing is asserted."""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import torch
+
+from benchmarks import decoding, report, seq2seq, vit
+from benchmarks.common import interleave, peak_memory
+from nlp.decoding import beam_search, greedy_decode
+
+QUICK = ["--quick", "--threads", "1"]
+
+
+@pytest.fixture(autouse=True)
+def restore_threads() -> Iterator[None]:
+    threads = torch.get_num_threads()
+    yield
+    torch.set_num_threads(threads)
+
+
+def printed_json(capsys: pytest.CaptureFixture[str]) -> dict:
+    return json.loads(capsys.readouterr().out)
+
+
+def test_interleave_alternates_contenders_after_warmup() -> None:
+    calls: list[str] = []
+    seconds = interleave({"a": lambda: calls.append("a"), "b": lambda: calls.append("b")}, 1, 3, torch.device("cpu"))
+    assert calls == ["a", "b"] * 4
+    assert [len(values) for values in seconds.values()] == [3, 3]
+
+
+def test_vit_compares_identical_models_and_appends(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    results = tmp_path / "results.jsonl"
+    output = vit.main([*QUICK, "--append", str(results)])
+    assert printed_json(capsys) == output
+    assert json.loads(results.read_text()) == output
+    assert output["env"]["threads"] == 1 and output["env"]["torch"] == torch.__version__
+    assert [case["case"] for case in output["cases"]] == ["vit_tiny_16px_train", "vit_tiny_16px_infer"]
+    for case in output["cases"]:
+        assert case["max_abs_logit_difference"] < 1e-5
+        assert set(case["speed"]) == {"ours", "timm"}
+        assert case["ratios"]["ours/timm"] > 0
+        assert set(case["memory"]) == {"ours", "timm"}
+        assert all(memory["peak_mib"] >= 0 for memory in case["memory"].values())
+
+
+def test_peak_memory_sees_a_large_temporary() -> None:
+    megabytes = 64
+    memory = peak_memory(lambda: torch.ones(megabytes * 2**18).sum(), torch.device("cpu"))  # 4-byte floats
+    assert memory["method"] == "peak RSS growth (VmHWM)"
+    assert megabytes * 0.9 <= memory["peak_mib"] <= megabytes * 1.5
+
+
+def test_seq2seq_contenders_have_the_same_size(capsys: pytest.CaptureFixture[str]) -> None:
+    output = seq2seq.main(QUICK)
+    assert printed_json(capsys) == output
+    parameters = output["settings"]["parameters"]
+    assert parameters["ours"] == parameters["torch"]
+    assert output["ratios"]["train ours/torch"] > 0
+
+
+def test_torch_baseline_is_causal() -> None:
+    torch.manual_seed(0)
+    model = seq2seq.TorchTransformerSeq2Seq(seq2seq.QUICK_SIZE).eval()
+    src, tgt = torch.randint(3, 64, (2, 5)), torch.randint(3, 64, (2, 6))
+    changed = tgt.clone()
+    changed[:, -1] = 3 if int(tgt[0, -1]) != 3 else 4
+    torch.testing.assert_close(model(src, tgt)[:, :-1], model(src, changed)[:, :-1])
+
+
+def test_no_early_end_model_runs_to_the_length_limit() -> None:
+    torch.manual_seed(0)
+    model = seq2seq.build_ours(seq2seq.QUICK_SIZE, decoding.NoEarlyEnd).eval()
+    src = torch.randint(3, 64, (3, 5))
+    for use_cache in (True, False):
+        assert greedy_decode(model, src, max_len=6, use_cache=use_cache).shape == (3, 6)
+        assert beam_search(model, src, beam_size=4, max_len=6, use_cache=use_cache).shape == (3, 6)
+
+
+def test_decoding_compares_cached_uncached_and_hf(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    pytest.importorskip("transformers")
+    results = tmp_path / "results.jsonl"
+    output = decoding.main([*QUICK, "--append", str(results)])
+    assert printed_json(capsys) == output
+    names = [case["case"] for case in output["cases"]]
+    assert names == ["greedy_b1_len4", "greedy_b2_len4", "beam_b1_len4", "beam_b2_len4"]
+    for case in output["cases"]:
+        assert set(case["speed"]) == {"cached", "uncached", "hf"}
+        assert set(case["ratios"]) == {"cached/uncached", "cached/hf"}
+    seq2seq.main([*QUICK, "--append", str(results)])
+    vit.main([*QUICK, "--append", str(results), "--models", "vit_tiny"])
+    capsys.readouterr()
+    tables = report.main([str(results)])
+    for title in ("ViT: ours vs timm", "Seq2seq training", "Decoding: cached"):
+        assert title in tables
+    assert "| greedy_b2_len4 |" in tables and "| vit_tiny_16px_infer |" in tables
+
+
+def test_decoding_without_transformers_skips_hf(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setitem(sys.modules, "transformers", None)  # makes `import transformers` fail
+    output = decoding.main([*QUICK, "--strategies", "greedy", "--uncached-budget", "0"])
+    captured = capsys.readouterr()
+    assert "skipping Hugging Face generate" in captured.err
+    assert json.loads(captured.out) == output
+    assert all(set(case["speed"]) == {"cached"} and case["ratios"] == {} for case in output["cases"])
+
+
+def test_report_names_a_bad_line(tmp_path: Path) -> None:
+    results = tmp_path / "results.jsonl"
+    results.write_text("not json\n")
+    with pytest.raises(ValueError, match="results.jsonl:1"):
+        report.main([str(results)])

@@ -38,6 +38,7 @@ class ArrayUnpickler(pickle.Unpickler):
     """An unpickler that rebuilds numpy arrays, lists, dicts and strings, and nothing else."""
 
     def find_class(self, module: str, name: str) -> Any:
+        """The global ``module.name`` if it is on the allow-list; anything else is refused."""
         if (module, name) not in SAFE_GLOBALS:
             raise pickle.UnpicklingError(f"refusing to load {module}.{name}: CIFAR files hold only arrays")
         return super().find_class(module, name)
@@ -162,6 +163,7 @@ class CIFARDataModule(ImageDataModule):
         self.download = download
 
     def where_to_put(self) -> str:
+        """How to get the files by hand: the archive URL and the folder to extract it into."""
         root = Path(self.root).resolve()
         return (
             f"download {self.layout.archive_url} and extract it into {root} (giving "
@@ -169,6 +171,8 @@ class CIFARDataModule(ImageDataModule):
         )
 
     def prepare_data(self) -> None:
+        """Download and extract the archive into ``root`` when its files are missing (a clear error
+        when ``download`` is off or the download fails)."""
         root = Path(self.root)
         if not missing_files(root, self.layout):
             return
@@ -185,6 +189,7 @@ class CIFARDataModule(ImageDataModule):
             ) from None
 
     def load_splits(self) -> ImageSplits:
+        """The official training set (validation is held out of it) and the official test set."""
         root = Path(self.root)
         missing = missing_files(root, self.layout)
         if missing:

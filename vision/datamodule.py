@@ -107,6 +107,8 @@ class ImageDataModule(LightningDataModule):
         raise NotImplementedError
 
     def setup(self, stage: str | None = None) -> None:
+        """Load the splits once (later calls do nothing), holding out ``val_size`` training images
+        when the source has no validation split."""
         if self.train_set is not None:
             return
         splits = self.load_splits()
@@ -134,6 +136,7 @@ class ImageDataModule(LightningDataModule):
         }
 
     def loader(self, dataset: Dataset, train: bool) -> DataLoader:
+        """A loader over ``dataset``; ``train`` shuffles and drops the last partial batch."""
         return DataLoader(
             dataset,
             batch_size=self.batch_size,
@@ -146,12 +149,15 @@ class ImageDataModule(LightningDataModule):
         )
 
     def train_dataloader(self) -> DataLoader:
+        """Shuffled full batches of the training split."""
         return self.loader(self.train_set, train=True)
 
     def val_dataloader(self) -> DataLoader:
+        """The validation split in order."""
         return self.loader(self.val_set, train=False)
 
     def test_dataloader(self) -> DataLoader:
+        """The test split in order, or the validation split (with a warning) when there is none."""
         if self.test_set is None:
             log.warning("%s has no test split; testing on the validation split", type(self).__name__)
             return self.val_dataloader()

@@ -5,27 +5,45 @@ from __future__ import annotations
 
 import argparse
 import math
+import os
 import sys
 from pathlib import Path
 
-import matplotlib
+import torch
+import torch.nn.functional as F
+from matplotlib.figure import Figure
+from torch import Tensor
 
-matplotlib.use("Agg")
+from vision.inference import load_classifier, load_image, preprocess
+from vision.rollout import explain
 
-import matplotlib.pyplot as plt  # noqa: E402
-import torch  # noqa: E402
-import torch.nn.functional as F  # noqa: E402
-from torch import Tensor  # noqa: E402
 
-from vision.inference import load_classifier, load_image, preprocess  # noqa: E402
-from vision.rollout import explain  # noqa: E402
+def png_path(text: str) -> Path:
+    """An argparse type: the PNG file to write. ``.png`` is added to a name without a suffix; a
+    folder or another suffix is refused, so the path printed is the file written."""
+    path = Path(text)
+    if text.endswith((os.sep, "/")) or path.is_dir():
+        raise argparse.ArgumentTypeError(f"{text} is a directory; pass a file name such as {path / 'attention.png'}")
+    if not path.suffix:
+        return path.with_suffix(".png")
+    if path.suffix.lower() != ".png":
+        raise argparse.ArgumentTypeError(
+            f"{text} has the suffix {path.suffix!r}, but the map is written as PNG; use {path.with_suffix('.png')}"
+        )
+    return path
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
+    """The command line (``sys.argv[1:]`` when ``argv`` is None)."""
     parser = argparse.ArgumentParser(prog="python -m vision.explain", description=__doc__.split("\n\n")[0])
     parser.add_argument("checkpoint", help="a checkpoint written by vision.train")
     parser.add_argument("image", help="an image file")
-    parser.add_argument("--out", default="attention.png", help="PNG to write (default attention.png)")
+    parser.add_argument(
+        "--out",
+        type=png_path,
+        default=Path("attention.png"),
+        help="PNG file to write; .png is added to a name without a suffix (default attention.png)",
+    )
     parser.add_argument("--device", default="cpu", help="torch device (default cpu)")
     return parser.parse_args(argv)
 
@@ -48,9 +66,8 @@ def draw(image: Tensor, rollout: Tensor, layers: list[Tensor], title: str, out: 
     size = (image.shape[0], image.shape[1])
     columns = max(3, min(6, len(layers)))
     rows = 1 + math.ceil(len(layers) / columns)
-    figure, axes = plt.subplots(
-        rows, columns, figsize=(2.4 * columns, 2.6 * rows), squeeze=False, layout="constrained"
-    )
+    figure = Figure(figsize=(2.4 * columns, 2.6 * rows), layout="constrained")
+    axes = figure.subplots(rows, columns, squeeze=False)
     for axis in axes.flat:
         axis.axis("off")
     axes[0, 0].imshow(image)
@@ -66,11 +83,11 @@ def draw(image: Tensor, rollout: Tensor, layers: list[Tensor], title: str, out: 
         axis.set_title(f"layer {index + 1}")
     figure.suptitle(title)
     out.parent.mkdir(parents=True, exist_ok=True)
-    figure.savefig(out, dpi=120)
-    plt.close(figure)
+    figure.savefig(out, dpi=120, format="png")
 
 
 def main(argv: list[str] | None = None) -> None:
+    """Write the attention maps of one image to ``--out`` and print the path written."""
     args = parse_args(argv)
     try:
         classifier = load_classifier(args.checkpoint, args.device)
@@ -83,7 +100,7 @@ def main(argv: list[str] | None = None) -> None:
     kind = "class token" if classifier.net.pool == "cls" else "mean-pooled"
     title = f"{Path(args.image).name}: {name} ({float(probability):.1%}); per-layer maps: {kind} attention"
     image = unnormalize(batch[0], classifier.hparams.mean, classifier.hparams.std)
-    draw(image, rollout[0], [layer[0] for layer in layers], title, Path(args.out))
+    draw(image, rollout[0], [layer[0] for layer in layers], title, args.out)
     print(f"wrote {args.out}")
 
 

@@ -21,10 +21,12 @@ class FixedClassImageFolder(ImageFolder):
         super().__init__(str(root), transform=transform, allow_empty=True)
 
     def find_classes(self, directory: str) -> tuple[list[str], dict[str, int]]:
+        """The fixed class list and its indices, whichever sub-folders ``directory`` holds."""
         return self.fixed_classes, {name: index for index, name in enumerate(self.fixed_classes)}
 
 
 def is_image(path: Path) -> bool:
+    """Whether ``path`` is a file with an image extension torchvision reads."""
     return path.is_file() and path.suffix.lower() in IMG_EXTENSIONS
 
 
@@ -71,6 +73,7 @@ class ImageFolderDataModule(ImageDataModule):
     """
 
     def load_splits(self) -> ImageSplits:
+        """``train/``, and ``val/`` and ``test/`` where present, labelled by the training classes."""
         root = Path(self.root)
         classes = training_classes(root / "train")
         return ImageSplits(

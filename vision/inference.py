@@ -41,7 +41,10 @@ def preprocess(classifier: ImageClassifier, images: list[Image.Image]) -> Tensor
 
 @torch.no_grad()
 def top_k(classifier: ImageClassifier, batch: Tensor, k: int = 5) -> list[list[tuple[str, float]]]:
-    """The ``k`` most probable (class name, probability) pairs of each image in ``batch``."""
+    """The ``k`` most probable (class name, probability) pairs of each image in ``batch``; all
+    classes when ``k`` exceeds their number."""
+    if k < 1:
+        raise ValueError(f"top_k needs k >= 1 classes per image, got k={k}")
     probabilities = classifier.net(batch).softmax(dim=-1)
     values, indices = probabilities.topk(min(k, probabilities.shape[-1]), dim=-1)
     names = classifier.hparams.class_names

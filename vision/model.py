@@ -168,6 +168,7 @@ class VisionTransformer(nn.Module):
 
     @property
     def img_size(self) -> tuple[int, int]:
+        """The input size (H, W) the model was built for."""
         return self.patch_embed.img_size
 
     def load_timm_state_dict(self, state_dict: dict[str, Tensor]) -> list[str]:

@@ -108,17 +108,21 @@ class ImageClassifier(LightningModule):
         self.test_metrics = accuracy_metrics(num_classes).clone(prefix="test/")
 
     def forward(self, images: Tensor) -> Tensor:
+        """Images [B, 3, H, W] -> logits [B, num_classes]."""
         return self.net(images)
 
     def setup(self, stage: str) -> None:
+        """Before fitting, load the ``pretrained`` timm weights if given."""
         if stage == "fit" and self.hparams.pretrained:
             skipped = self.net.load_timm_state_dict(read_timm_checkpoint(self.hparams.pretrained))
             log.info("loaded %s%s", self.hparams.pretrained, f"; new {skipped}" if skipped else "")
 
     def count_items(self, batch: tuple[Tensor, Tensor]) -> int:
+        """Images in a training batch (the throughput unit)."""
         return batch[0].shape[0]
 
     def training_step(self, batch: tuple[Tensor, Tensor], batch_idx: int) -> Tensor:
+        """Cross-entropy on the batch, after Mixup/CutMix when enabled (soft targets)."""
         images, targets = batch
         if self.mixup is not None:
             if images.shape[0] % 2:
@@ -129,6 +133,7 @@ class ImageClassifier(LightningModule):
         return loss
 
     def evaluate(self, batch: tuple[Tensor, Tensor], metrics: MetricCollection, prefix: str) -> None:
+        """Log ``{prefix}/loss`` and update and log the accuracy metrics on hard labels."""
         images, targets = batch
         logits = self.net(images)
         metrics.update(logits, targets)
@@ -136,12 +141,16 @@ class ImageClassifier(LightningModule):
         self.log_dict(metrics, prog_bar=prefix == "val")
 
     def validation_step(self, batch: tuple[Tensor, Tensor], batch_idx: int) -> None:
+        """Log ``val/loss``, ``val/acc`` and ``val/acc5``."""
         self.evaluate(batch, self.val_metrics, "val")
 
     def test_step(self, batch: tuple[Tensor, Tensor], batch_idx: int) -> None:
+        """Log ``test/loss``, ``test/acc`` and ``test/acc5``."""
         self.evaluate(batch, self.test_metrics, "test")
 
     def configure_optimizers(self) -> dict[str, Any]:
+        """AdamW (no weight decay on biases, norms, the class token and position embeddings) with a
+        per-step linear warmup and cosine decay."""
         groups = param_groups_weight_decay(
             self.net, self.hparams.weight_decay, no_weight_decay_list=self.net.no_weight_decay()
         )

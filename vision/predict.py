@@ -10,17 +10,35 @@ import sys
 from vision.inference import load_classifier, load_image, preprocess, top_k
 
 
+def positive_int(text: str) -> int:
+    """An argparse type: a whole number of at least 1."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a whole number of at least 1, got {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"expected a whole number of at least 1, got {value}")
+    return value
+
+
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
+    """The command line (``sys.argv[1:]`` when ``argv`` is None)."""
     parser = argparse.ArgumentParser(prog="python -m vision.predict", description=__doc__.split("\n\n")[0])
     parser.add_argument("checkpoint", help="a checkpoint written by vision.train (e.g. checkpoints/last.ckpt)")
     parser.add_argument("images", nargs="+", help="image files (any format Pillow reads)")
-    parser.add_argument("--top-k", type=int, default=5, help="classes to show per image (default 5)")
+    parser.add_argument(
+        "--top-k",
+        type=positive_int,
+        default=5,
+        help="classes to show per image, at least 1; more than the model has shows them all (default 5)",
+    )
     parser.add_argument("--json", action="store_true", help="print one JSON object instead of text")
     parser.add_argument("--device", default="cpu", help="torch device, e.g. cuda (default cpu)")
     return parser.parse_args(argv)
 
 
 def main(argv: list[str] | None = None) -> None:
+    """Print the ``--top-k`` classes of each image, as text or JSON."""
     args = parse_args(argv)
     try:
         classifier = load_classifier(args.checkpoint, args.device)

@@ -3,40 +3,11 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from contextlib import contextmanager
-from typing import Any
-
 import torch
-from torch import Tensor, nn
+from torch import Tensor
 
+from core import recorded_attention_weights
 from vision.model import VisionTransformer
-
-
-@contextmanager
-def recorded_attention(model: VisionTransformer) -> Iterator[list[Tensor]]:
-    """Within the block, every encoder layer's self-attention also records its weights
-    [B, H, T, T] (the explicit Eq. 1 path of ``need_weights``) into the yielded list, in layer
-    order; the layers' outputs are unchanged."""
-    weights: list[Tensor] = []
-
-    def ask_for_weights(module: nn.Module, args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple:
-        return args, {**kwargs, "need_weights": True}
-
-    def keep_weights(module: nn.Module, args: tuple[Any, ...], kwargs: dict[str, Any], output: tuple) -> Tensor:
-        out, attention = output
-        weights.append(attention.detach())
-        return out
-
-    handles = []
-    for layer in model.encoder.layers:
-        handles.append(layer.attn.register_forward_pre_hook(ask_for_weights, with_kwargs=True))
-        handles.append(layer.attn.register_forward_hook(keep_weights, with_kwargs=True))
-    try:
-        yield weights
-    finally:
-        for handle in handles:
-            handle.remove()
 
 
 def attention_rollout(attentions: list[Tensor]) -> Tensor:
@@ -67,7 +38,7 @@ def token_relevance(model: VisionTransformer, matrix: Tensor) -> Tensor:
 def explain(model: VisionTransformer, images: Tensor) -> tuple[Tensor, Tensor, list[Tensor]]:
     """Logits [B, classes], the rollout map [B, gh, gw] and each layer's head-averaged map
     [B, gh, gw] for ``images`` at the model's size."""
-    with recorded_attention(model) as attentions:
+    with recorded_attention_weights(layer.attn for layer in model.encoder.layers) as attentions:
         logits = model(images)
     rollout = token_relevance(model, attention_rollout(attentions))
     layers = [token_relevance(model, weights.mean(dim=1)) for weights in attentions]

@@ -30,6 +30,7 @@ class SyntheticDataModule(ImageDataModule):
         self.sizes = {"train": train_size, "val": val_size, "test": test_size}
 
     def fake(self, split: str, transform: Any) -> FakeData:
+        """The noise images of ``split``; each split draws from its own seed range."""
         offsets = {"train": 0, "val": 1_000_000, "test": 2_000_000}
         return FakeData(
             size=self.sizes[split],
@@ -40,6 +41,7 @@ class SyntheticDataModule(ImageDataModule):
         )
 
     def load_splits(self) -> ImageSplits:
+        """Train, validation and test noise images, classes named ``class_<i>``."""
         return ImageSplits(
             train=self.fake("train", self.train_tf),
             train_plain=self.fake("train", self.eval_tf),

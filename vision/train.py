@@ -10,6 +10,7 @@ from core.runner import train
 
 @hydra.main(version_base="1.3", config_path="../conf", config_name="vision")
 def main(cfg: DictConfig) -> float | None:
+    """Train and test with the composed config; returns ``optimized_metric`` for sweeps."""
     return train(cfg)
 
 

@@ -7,7 +7,7 @@ import torch
 
 from tests.vision.vision_testdata import tiny_model_kwargs
 from vision.model import VisionTransformer
-from vision.rollout import attention_rollout, explain, recorded_attention, token_relevance
+from vision.rollout import attention_rollout, explain, token_relevance
 
 
 def tiny_vit(**overrides: object) -> VisionTransformer:
@@ -15,26 +15,26 @@ def tiny_vit(**overrides: object) -> VisionTransformer:
     return VisionTransformer(**tiny_model_kwargs(**overrides), num_classes=3).eval()
 
 
-def test_recorded_weights_are_each_layers_softmax_and_leave_the_output_unchanged() -> None:
+def test_explain_maps_come_from_each_layers_softmax_and_leave_the_model_unchanged() -> None:
     model = tiny_vit()
     images = torch.randn(2, 3, 16, 16)
     with torch.no_grad():
         plain = model(images)
-        with recorded_attention(model) as weights:
-            recorded = model(images)
-        torch.testing.assert_close(recorded, plain)
-        assert len(weights) == 2 and weights[0].shape == (2, 2, 17, 17)
+        expected = []
         x = model.embed(images)
-        for layer, layer_weights in zip(model.encoder.layers, weights):
+        for layer in model.encoder.layers:
             q, k, _ = layer.attn.project_qkv(layer.norm1(x))
-            expected = (q @ k.transpose(-2, -1) / q.shape[-1] ** 0.5).softmax(dim=-1)
-            torch.testing.assert_close(layer_weights, expected)
+            expected.append((q @ k.transpose(-2, -1) / q.shape[-1] ** 0.5).softmax(dim=-1))  # (B, H, T, T)
             x = layer(x)
-    with recorded_attention(model) as after:
-        model(images)
-    assert len(weights) == 2 and len(after) == 2  # hooks are removed on leaving the block
-    for layer in model.encoder.layers:
+    logits, rollout, layers = explain(model, images)
+    torch.testing.assert_close(logits, plain)
+    assert len(layers) == 2
+    for layer_map, weights in zip(layers, expected):
+        torch.testing.assert_close(layer_map, token_relevance(model, weights.mean(dim=1)))
+    torch.testing.assert_close(rollout, token_relevance(model, attention_rollout(expected)))
+    for layer in model.encoder.layers:  # the recording hooks are gone afterwards
         assert not layer.attn._forward_hooks and not layer.attn._forward_pre_hooks
+    torch.testing.assert_close(model(images), plain)
 
 
 def test_rollout_follows_the_formula() -> None:

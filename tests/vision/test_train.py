@@ -69,6 +69,25 @@ def test_experiments_compose_into_a_module(experiment: str) -> None:
         assert cfg.data.dataset == experiment.removesuffix("_vit")
 
 
+def test_cifar100_data_is_cifar10_with_its_own_dataset_and_statistics() -> None:
+    nodes = {
+        name: OmegaConf.to_container(vision_config([f"data={name}", "paths.output_dir=/unused"]).data, resolve=True)
+        for name in ("cifar10", "cifar100")
+    }
+    assert list(nodes["cifar100"]) == list(nodes["cifar10"])
+    assert {key for key in nodes["cifar10"] if nodes["cifar10"][key] != nodes["cifar100"][key]} == {"dataset"}
+    # Published per-channel statistics of the two training sets.
+    published = {
+        "cifar10": ((0.4914, 0.4822, 0.4465), (0.2470, 0.2435, 0.2616)),
+        "cifar100": ((0.5071, 0.4865, 0.4409), (0.2673, 0.2564, 0.2762)),
+    }
+    for name, node in nodes.items():
+        data = instantiate(node)
+        assert data.dataset == name
+        mean, std = published[name]
+        assert list(data.mean) == pytest.approx(mean) and list(data.std) == pytest.approx(std)
+
+
 def test_finetune_without_a_checkpoint_file_is_a_clear_error() -> None:
     cfg = vision_config(["experiment=finetune_timm", "paths.output_dir=/unused"])
     with pytest.raises(MissingMandatoryValue, match="module.pretrained"):
@@ -151,6 +170,25 @@ def test_cli_train_then_predict_then_explain(tmp_path: Path, capsys: pytest.Capt
     explain.main([checkpoint, images[0], "--out", str(out)])
     with Image.open(out) as picture:
         assert picture.format == "PNG" and picture.size[0] > 500 and picture.size[1] > 300
+
+
+@pytest.mark.slow
+def test_cli_run_stopped_by_max_steps_before_any_validation_still_reports_all_metrics(tmp_path: Path) -> None:
+    # 64 training images in batches of 16: 4 steps per epoch, so max_steps=2 ends fit mid-epoch,
+    # before the first validation, and no best checkpoint is written.
+    run_dir = tmp_path / "run"
+    command = [
+        sys.executable, "-m", "vision.train", *TINY_SYNTHETIC, *TINY_MODEL,
+        "trainer=cpu", "logger=csv", "trainer.max_steps=2", f"hydra.run.dir={run_dir}",
+    ]
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    completed = subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
+    assert completed.returncode == 0, completed.stderr[-3000:]
+    assert sorted(path.name for path in (run_dir / "checkpoints").iterdir()) == ["last.ckpt"]
+    metrics = json.loads((run_dir / "metrics.json").read_text())
+    for key in ("val/acc", "test/acc", "test/acc5", "fit_seconds", "train_samples_per_second"):
+        assert key in metrics, key
+    assert 0.0 <= metrics["val/acc"] <= 1.0 and metrics["test/acc5"] >= metrics["test/acc"]
 
 
 def test_cli_errors_name_the_bad_input(tmp_path: Path) -> None:

@@ -6,7 +6,10 @@ import pickle
 from pathlib import Path
 
 import numpy as np
+import torch
 from PIL import Image
+
+from vision.module import ImageClassifier
 
 CONF = Path(__file__).resolve().parents[2] / "conf"
 
@@ -69,4 +72,13 @@ def write_image_folder(root: Path, layout: dict[str, dict[str, int]], size: tupl
 def write_image(path: Path, size: tuple[int, int] = (30, 40)) -> Path:
     """A random RGB PNG of ``size`` (width, height)."""
     Image.fromarray(np.random.default_rng(1).integers(0, 256, size=(size[1], size[0], 3), dtype=np.uint8)).save(path)
+    return path
+
+
+def write_classifier_checkpoint(path: Path) -> Path:
+    """An untrained tiny classifier of the classes cat, dog and owl, saved with the keys of a
+    Lightning checkpoint (``hyper_parameters``, ``state_dict``) that ``core.load_module`` reads."""
+    torch.manual_seed(0)
+    classifier = ImageClassifier(model=tiny_model_kwargs(), num_classes=3, class_names=["cat", "dog", "owl"])
+    torch.save({"hyper_parameters": dict(classifier.hparams), "state_dict": classifier.state_dict()}, path)
     return path

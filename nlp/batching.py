@@ -76,6 +76,7 @@ class TokenBudgetBatchSampler(Sampler[list[int]]):
         self.epoch = 0
 
     def set_epoch(self, epoch: int) -> None:
+        """Select the shuffling of ``epoch`` (the same on every rank)."""
         self.epoch = epoch
 
     def batches(self) -> list[list[int]]:

@@ -17,6 +17,7 @@ log = logging.getLogger(__name__)
 
 
 def keep_pair(source: str, target: str) -> bool:
+    """Whether both sides of a pair hold text."""
     return bool(source.strip()) and bool(target.strip())
 
 
@@ -71,6 +72,24 @@ def read_corpus(path: str | Path, src_lang: str, tgt_lang: str) -> list[Pair]:
     return read_tsv(path) if Path(path).is_file() else read_parallel(path, src_lang, tgt_lang)
 
 
+def load_hf_dataset(dataset: str, config: str | None, split: str | None = None) -> Any:
+    """``datasets.load_dataset``, with its download and lookup failures told in terms of the data
+    options. Without ``split`` it returns every split (a ``DatasetDict``); either way the download
+    cache is filled, and a cached dataset loads without converting anything."""
+    from datasets import load_dataset
+
+    try:
+        return load_dataset(dataset, config, split=split)
+    except (ConnectionError, OSError, FileNotFoundError) as error:
+        raise RuntimeError(
+            f"could not load Hugging Face dataset {dataset!r} (config {config!r}, split {split!r}): "
+            f"{error}. It is downloaded on first use, so the first run needs internet access (or a "
+            "filled HF_DATASETS_CACHE); offline, use data=files with local corpus files or data=toy"
+        ) from None
+    except ValueError as error:
+        raise ValueError(f"Hugging Face dataset {dataset!r} has no split {split!r} or config {config!r}: {error}") from None
+
+
 def load_hf_split(
     dataset: str,
     config: str | None,
@@ -82,21 +101,10 @@ def load_hf_split(
     """One split of a Hugging Face parallel dataset, downloaded and cached on first use.
 
     Two layouts are understood: one column per language (``bentrevett/multi30k``: ``de``,
-    ``en``) and a ``translation`` column of ``{lang: sentence}`` dicts (``wmt14``, ``iwslt2017``).
+    ``en``) and a ``translation`` column of ``{lang: sentence}`` dicts (``wmt/wmt14``, ``iwslt2017``).
     """
-    from datasets import load_dataset
-
     selection = split if limit is None else f"{split}[:{limit}]"
-    try:
-        rows = load_dataset(dataset, config, split=selection)
-    except (ConnectionError, OSError, FileNotFoundError) as error:
-        raise RuntimeError(
-            f"could not load Hugging Face dataset {dataset!r} (config {config!r}, split {split!r}): "
-            f"{error}. It is downloaded on first use, so the first run needs internet access (or a "
-            "filled HF_DATASETS_CACHE); offline, use data=files with local corpus files or data=toy"
-        ) from None
-    except ValueError as error:
-        raise ValueError(f"Hugging Face dataset {dataset!r} has no split {split!r} or config {config!r}: {error}") from None
+    rows = load_hf_dataset(dataset, config, selection)
     columns = rows.column_names
     if "translation" in columns:
         records: list[dict[str, Any]] = rows["translation"]

@@ -9,7 +9,7 @@ import lightning.pytorch as pl
 from torch.utils.data import DataLoader
 
 from nlp.batching import Collator, Example, TokenBudgetBatchSampler
-from nlp.corpora import Pair, load_hf_split, read_corpus
+from nlp.corpora import Pair, load_hf_dataset, load_hf_split, read_corpus
 from nlp.tokenizer import SubwordTokenizer, train_tokenizer
 from nlp.toy_corpus import TOY_PAIRS
 
@@ -30,8 +30,8 @@ class TranslationDataModule(pl.LightningDataModule):
         test: the same for the test split (``files``, optional: the validation split otherwise).
         src_lang: source language code (file suffix, dataset column or translation key).
         tgt_lang: target language code.
-        dataset: Hugging Face dataset name (``hf``), e.g. ``bentrevett/multi30k`` or ``wmt14``.
-        dataset_config: its configuration name, e.g. ``de-en`` for ``wmt14``.
+        dataset: Hugging Face dataset name (``hf``), e.g. ``bentrevett/multi30k`` or ``wmt/wmt14``.
+        dataset_config: its configuration name, e.g. ``de-en`` for ``wmt/wmt14``.
         splits: names of the train/val/test splits in the dataset (``test`` may be null).
         max_train_pairs: use only the first pairs of the training split (large WMT corpora).
         repeat: how many times one epoch goes over the training pairs (tiny corpora).
@@ -71,7 +71,7 @@ class TranslationDataModule(pl.LightningDataModule):
         if corpus == "files" and (train is None or val is None):
             raise ValueError("data=files needs data.train=PATH and data.val=PATH (TSV files or parallel-file prefixes)")
         if corpus == "hf" and not dataset:
-            raise ValueError("data=hf needs data.dataset=NAME (e.g. bentrevett/multi30k or wmt14)")
+            raise ValueError("data=hf needs data.dataset=NAME (e.g. bentrevett/multi30k or wmt/wmt14)")
         if max_len < 2:
             raise ValueError(f"max_len must be at least 2 (one token and </s>), got {max_len}")
         self.corpus = corpus
@@ -103,10 +103,12 @@ class TranslationDataModule(pl.LightningDataModule):
         return load_hf_split(self.dataset, self.dataset_config, name, self.src_lang, self.tgt_lang, limit)
 
     def prepare_data(self) -> None:
-        """Download Hugging Face splits once (on the first process only)."""
+        """Fill the Hugging Face download cache, without building any sentence pairs (that is
+        :meth:`setup`'s work). May be called more than once (the shared runner calls it in each
+        process, one at a time, and Lightning again on local rank 0): with the dataset cached it
+        only reads the cache's index."""
         if self.corpus == "hf":
-            for split in ("train", "val", "test"):
-                self.load_split(split)
+            load_hf_dataset(self.dataset, self.dataset_config)
 
     def encode(self, pairs: list[Pair], split: str) -> list[Example]:
         """Sentence pairs -> (source ``x </s>``, target ``<s> y </s>``) id lists, each side cut to
@@ -127,6 +129,7 @@ class TranslationDataModule(pl.LightningDataModule):
         ]
 
     def setup(self, stage: str | None = None) -> None:
+        """Read every split, train (or load) the tokenizer and encode the pairs; once only."""
         if self.tokenizer is not None:
             return
         for split in ("train", "val", "test"):
@@ -149,6 +152,7 @@ class TranslationDataModule(pl.LightningDataModule):
         return {"tokenizer": self.tokenizer.to_json()}
 
     def dataloader(self, examples: list[Example], train: bool) -> DataLoader:
+        """Token-budget batches of ``examples``: shuffled and sharded over ranks for training."""
         assert self.tokenizer is not None
         # Training batches are sharded over data-parallel processes here (Lightning's own sampler
         # injection is off for nlp); evaluation runs the whole split on every process.
@@ -170,12 +174,15 @@ class TranslationDataModule(pl.LightningDataModule):
         )
 
     def train_dataloader(self) -> DataLoader:
+        """The training split, ``repeat`` times over, in shuffled token-budget batches."""
         return self.dataloader(self.examples["train"] * self.repeat, train=True)
 
     def val_dataloader(self) -> DataLoader:
+        """The validation split in length-sorted token-budget batches."""
         return self.dataloader(self.examples["val"], train=False)
 
     def test_dataloader(self) -> DataLoader:
+        """The test split, or the validation split (with a warning) when there is none."""
         if "test" not in self.examples:
             log.warning("no test split given (data.test / data.splits.test); testing on the validation split")
             return self.val_dataloader()

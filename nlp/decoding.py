@@ -54,6 +54,7 @@ def next_token_log_probs(
 
 
 def start_tokens(model: Seq2SeqTransformer, rows: int, device: torch.device) -> Tensor:
+    """A [rows, 1] column of ``<s>``: the decoder input of the first step."""
     return torch.full((rows, 1), model.bos_id, dtype=torch.long, device=device)
 
 

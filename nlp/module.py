@@ -9,6 +9,7 @@ from typing import Any
 import lightning.pytorch as pl
 import torch
 import torch.nn.functional as F
+from lightning.pytorch.trainer.states import TrainerFn
 from lightning.pytorch.utilities import rank_zero_only
 from sacrebleu.metrics import BLEU
 from torch import Tensor
@@ -29,7 +30,7 @@ class TranslationModule(pl.LightningModule):
     inverse-square-root warmup schedule (Section 5.3); BLEU of detokenized output with sacreBLEU.
 
     Validation logs ``val/loss`` every epoch and ``val/bleu`` (greedy decoding) every
-    ``bleu_every_n_epochs`` epochs and at the last one; testing logs ``test/loss`` and
+    ``bleu_every_n_epochs`` epochs and at the last validation of the run; testing logs ``test/loss`` and
     ``test/bleu`` (beam search).
 
     Args:
@@ -75,6 +76,8 @@ class TranslationModule(pl.LightningModule):
         self.bleu = BLEU()
         self.hypotheses: list[str] = []
         self.references: list[str] = []
+        self.last_validation_step = 0
+        self.decode_validation = False
 
     def count_items(self, batch: Batch) -> int:
         """Target tokens the model predicts in a training batch (padding excluded)."""
@@ -93,6 +96,7 @@ class TranslationModule(pl.LightningModule):
         return loss, int(target_out.ne(self.tokenizer.pad_id).sum())
 
     def training_step(self, batch: Batch, batch_idx: int) -> Tensor:
+        """The label-smoothed loss of one batch, logged per target token."""
         loss, tokens = self.loss(batch)
         self.log("train/loss", loss, prog_bar=True, batch_size=tokens)
         return loss
@@ -125,11 +129,31 @@ class TranslationModule(pl.LightningModule):
         return self.translate_ids(source, beam_size, max_len)
 
     def scores_bleu(self) -> bool:
-        epoch = self.current_epoch + 1
-        last = self.trainer.max_epochs is not None and epoch >= self.trainer.max_epochs
-        return not self.trainer.sanity_checking and (epoch % self.hparams.bleu_every_n_epochs == 0 or last)
+        """Whether this validation decodes and scores BLEU: every ``bleu_every_n_epochs`` epochs and
+        at the last validation of the fit, whether ``max_epochs`` or ``max_steps`` ends it.
+
+        The last one is the validation after which another interval of the same number of
+        optimizer steps would pass the run's total (Lightning does not validate when ``max_steps``
+        stops training inside an epoch, so that may be a validation before the last step).
+        """
+        trainer = self.trainer
+        if trainer.sanity_checking:
+            return False
+        if trainer.state.fn != TrainerFn.FITTING or (self.current_epoch + 1) % self.hparams.bleu_every_n_epochs == 0:
+            return True
+        interval = self.global_step - self.last_validation_step
+        return self.global_step + interval > trainer.estimated_stepping_batches
+
+    def on_train_start(self) -> None:
+        """Count validation intervals from where this fit starts (0, or a resumed step)."""
+        self.last_validation_step = self.global_step
+
+    def on_validation_epoch_start(self) -> None:
+        """Decide once per validation whether its batches are decoded for BLEU."""
+        self.decode_validation = self.scores_bleu()
 
     def evaluate(self, batch: Batch, stage: str, decode: bool, beam_size: int) -> None:
+        """Log the loss of ``batch``; with ``decode``, also translate it for the epoch's BLEU."""
         loss, tokens = self.loss(batch)
         self.log(f"{stage}/loss", loss, prog_bar=True, batch_size=tokens, sync_dist=True)
         if decode:
@@ -146,15 +170,21 @@ class TranslationModule(pl.LightningModule):
         self.hypotheses, self.references = [], []
 
     def validation_step(self, batch: Batch, batch_idx: int) -> None:
-        self.evaluate(batch, "val", decode=self.scores_bleu(), beam_size=1)
+        """Loss of a validation batch, and its greedy translations when BLEU is due."""
+        self.evaluate(batch, "val", decode=self.decode_validation, beam_size=1)
 
     def on_validation_epoch_end(self) -> None:
+        """Log ``val/bleu`` when this validation decoded, and remember its step."""
         self.log_bleu("val")
+        if not self.trainer.sanity_checking:
+            self.last_validation_step = self.global_step
 
     def test_step(self, batch: Batch, batch_idx: int) -> None:
+        """Loss of a test batch and its beam-search translations."""
         self.evaluate(batch, "test", decode=True, beam_size=self.hparams.beam_size)
 
     def on_test_epoch_end(self) -> None:
+        """Log ``test/bleu`` of the whole test split."""
         self.log_bleu("test")
 
     def on_fit_start(self) -> None:
@@ -176,6 +206,7 @@ class TranslationModule(pl.LightningModule):
             )
 
     def configure_optimizers(self) -> dict[str, Any]:
+        """Adam (Section 5.3) with the inverse-square-root warmup, stepped every optimizer step."""
         optimizer = torch.optim.Adam(
             self.net.parameters(),
             lr=self.hparams.lr,

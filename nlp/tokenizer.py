@@ -45,19 +45,24 @@ class SubwordTokenizer:
         return cls(Tokenizer.from_file(str(path)))
 
     def to_json(self) -> str:
+        """The whole tokenizer (vocabulary, merges, special tokens) as a JSON string."""
         return self.tokenizer.to_str()
 
     def save(self, path: str | Path) -> None:
+        """Write the tokenizer as ``tokenizer.json``, readable by :meth:`from_file`."""
         self.tokenizer.save(str(path))
 
     @property
     def vocab_size(self) -> int:
+        """Number of tokens, special tokens included."""
         return self.tokenizer.get_vocab_size()
 
     def encode(self, text: str) -> list[int]:
+        """Subword ids of ``text``, without ``<s>`` or ``</s>``."""
         return self.tokenizer.encode(text, add_special_tokens=False).ids
 
     def encode_batch(self, texts: list[str]) -> list[list[int]]:
+        """Subword ids of each text (as :meth:`encode`), encoded in parallel."""
         return [encoding.ids for encoding in self.tokenizer.encode_batch(texts, add_special_tokens=False)]
 
     def tokens(self, text: str) -> list[str]:

@@ -13,6 +13,7 @@ from core.runner import train
 
 @hydra.main(version_base="1.3", config_path="../conf", config_name="nlp")
 def main(cfg: DictConfig) -> float | None:
+    """Train, test and return the optimized metric (``optimized_metric``) of the run."""
     return train(cfg)
 
 

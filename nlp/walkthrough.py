@@ -20,26 +20,14 @@ from rich.console import Console
 from rich.text import Text
 from torch import Tensor
 
+from core.cli import positive_float, positive_int
 from nlp.toy_corpus import TOY_PAIRS
 from nlp.walkthrough_model import Vocabulary, build_model, fit
 from nlp.walkthrough_steps import Step, trace
 
 
-def positive_int(text: str) -> int:
-    value = int(text)
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"{text} is not a positive integer")
-    return value
-
-
-def positive_float(text: str) -> float:
-    value = float(text)
-    if not value > 0:
-        raise argparse.ArgumentTypeError(f"{text} is not a positive number")
-    return value
-
-
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
+    """The command line of ``python -m nlp.walkthrough``, checked option by option."""
     parser = argparse.ArgumentParser(
         prog="python -m nlp.walkthrough",
         description="Print every matrix of one forward pass of a tiny Transformer on the toy corpus.",
@@ -66,6 +54,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
 
 
 def format_row(label: str, cells: list[str], label_width: int, widths: list[int]) -> str:
+    """One table line: the label left-aligned, each cell right-aligned in its width."""
     return f"{label:<{label_width}}" + "".join(f"{cell:>{width}}" for cell, width in zip(cells, widths))
 
 
@@ -95,6 +84,7 @@ def format_value(step: Step) -> str:
 
 
 def print_steps(steps: list[Step], console: Console) -> None:
+    """Print each step numbered, with its formula, note and value."""
     for number, step in enumerate(steps, 1):
         console.print(Text(f"{number}. {step.title}", style="bold cyan"))
         console.print(Text(f"   {step.formula}", style="yellow"))
@@ -118,6 +108,7 @@ def one_thread() -> Iterator[None]:
 
 
 def main(argv: list[str] | None = None) -> None:
+    """Run the walkthrough of the command line ``argv`` on one torch thread."""
     args = parse_args(argv)
     with one_thread():
         walk_through(args)

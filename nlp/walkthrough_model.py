@@ -8,6 +8,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 import core
+from nlp.batching import pad_batch
 
 PAD, START, END = "<pad>", "<start>", "<end>"
 SPECIALS = (PAD, START, END)
@@ -35,14 +36,17 @@ class Vocabulary:
 
     @property
     def pad_id(self) -> int:
+        """Id of ``<pad>``."""
         return self.index[PAD]
 
     @property
     def start_id(self) -> int:
+        """Id of ``<start>``, the first decoder input."""
         return self.index[START]
 
     @property
     def end_id(self) -> int:
+        """Id of ``<end>``, which ends a sentence."""
         return self.index[END]
 
 
@@ -109,6 +113,7 @@ class TinyTransformer(nn.Module):
         return self.output(hidden)
 
     def forward(self, source: Tensor, target: Tensor) -> Tensor:
+        """Source ids [B, S] and decoder input ids [B, T] -> logits [B, T, vocab]."""
         return self.decode(target, self.encode(source))
 
 
@@ -119,12 +124,6 @@ def build_model(
     model = TinyTransformer(len(vocab), dim, num_heads, head_dim, ffn_dim)
     model.uniform_init(seed)
     return model.eval()
-
-
-def pad_batch(rows: list[list[int]], pad_id: int) -> Tensor:
-    """Right-pad id lists to one [B, L] tensor."""
-    length = max(len(row) for row in rows)
-    return torch.tensor([row + [pad_id] * (length - len(row)) for row in rows])
 
 
 def fit(

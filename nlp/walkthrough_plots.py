@@ -28,6 +28,7 @@ def heatmap(ax: Axes, matrix: Tensor, rows: list[str], columns: list[str], title
 
 
 def save_figure(figure: Figure, path: Path) -> Path:
+    """Save ``figure`` to ``path`` as a PNG and return the path."""
     figure.savefig(path, dpi=120, bbox_inches="tight")
     return path
 

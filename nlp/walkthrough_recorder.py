@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
+from contextlib import ExitStack
 from types import TracebackType
 from typing import Any, Callable
 
 from torch import Tensor, nn
-from torch.utils.hooks import RemovableHandle
 
 import core
 
@@ -14,10 +14,9 @@ import core
 class ActivationRecorder:
     """Records the first input and the output of named submodules during a forward pass.
 
-    Attention modules among them are also asked for their weights: a pre-hook sets
-    ``need_weights=True`` on the very call the layer makes, and the forward hook keeps the
-    weights [B, H, T, S] and hands the layer its usual output. That call takes the explicit Eq. 1
-    path instead of the fused kernel, which agree to float rounding.
+    Attention modules among them also record their weights [B, H, T, S], through
+    :func:`core.recorded_attention_weights`: that call takes the explicit Eq. 1 path instead of
+    the fused kernel, which agree to float rounding.
 
     Use as a context manager; the hooks are removed on exit.
     """
@@ -26,14 +25,20 @@ class ActivationRecorder:
         self.modules = {name: model.get_submodule(name) for name in names}
         self.inputs: dict[str, Tensor] = {}
         self.outputs: dict[str, Tensor] = {}
-        self.weights: dict[str, Tensor] = {}
-        self._handles: list[RemovableHandle] = []
+        self._weights: dict[str, list[Tensor]] = {}
+        self._stack = ExitStack()
+
+    @property
+    def weights(self) -> dict[str, Tensor]:
+        """Attention weights [B, H, T, S] of each recorded attention module's last call."""
+        return {name: calls[-1] for name, calls in self._weights.items() if calls}
 
     def __enter__(self) -> ActivationRecorder:
         for name, module in self.modules.items():
             if isinstance(module, core.MultiHeadAttention):
-                self._handles.append(module.register_forward_pre_hook(ask_for_weights, with_kwargs=True))
-            self._handles.append(module.register_forward_hook(self._hook(name)))
+                # Entered before the hook below is registered, so that hook sees the plain output.
+                self._weights[name] = self._stack.enter_context(core.recorded_attention_weights([module]))
+            self._stack.callback(module.register_forward_hook(self._hook(name)).remove)
         return self
 
     def __exit__(
@@ -42,24 +47,11 @@ class ActivationRecorder:
         exc: BaseException | None,
         traceback: TracebackType | None,
     ) -> None:
-        for handle in self._handles:
-            handle.remove()
-        self._handles.clear()
+        self._stack.close()
 
-    def _hook(self, name: str) -> Callable[[nn.Module, tuple[Any, ...], Any], Any]:
-        def record(module: nn.Module, args: tuple[Any, ...], output: Any) -> Any:
+    def _hook(self, name: str) -> Callable[[nn.Module, tuple[Any, ...], Any], None]:
+        def record(module: nn.Module, args: tuple[Any, ...], output: Tensor) -> None:
             self.inputs[name] = args[0].detach()
-            if isinstance(module, core.MultiHeadAttention):
-                output, weights = output
-                self.weights[name] = weights.detach()
             self.outputs[name] = output.detach()
-            return output
 
         return record
-
-
-def ask_for_weights(
-    module: nn.Module, args: tuple[Any, ...], kwargs: dict[str, Any]
-) -> tuple[tuple[Any, ...], dict[str, Any]]:
-    """Forward pre-hook: make a ``MultiHeadAttention`` call also return its weights."""
-    return args, {**kwargs, "need_weights": True}

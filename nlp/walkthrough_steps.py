@@ -62,6 +62,7 @@ class Step:
     transpose: bool = False
 
     def to_json(self) -> dict[str, Any]:
+        """The step as plain JSON types: name, formula and unrounded value."""
         value = self.value.tolist() if isinstance(self.value, Tensor) else self.value
         return {"name": self.name, "formula": self.formula, "value": value}
 
@@ -101,6 +102,7 @@ def trace(model: TinyTransformer, vocab: Vocabulary, pairs: list[tuple[str, str]
 def corpus_steps(
     vocab: Vocabulary, pairs: list[tuple[str, str]], words: list[str], ids: Tensor
 ) -> list[Step]:
+    """Steps 1-4: the corpus, the source tokens, the vocabulary and the source word ids."""
     listing = "\n".join(f"{i}. {src}  ->  {tgt}" for i, (src, tgt) in enumerate(pairs, 1))
     numbered = [f"{i:>2} {word:<11}" for i, word in enumerate(vocab.words)]
     table = "\n".join("".join(numbered[i : i + 6]).rstrip() for i in range(0, len(numbered), 6))
@@ -126,6 +128,7 @@ def corpus_steps(
 
 
 def embedding_steps(model: TinyTransformer, rec: ActivationRecorder, words: list[str]) -> list[Step]:
+    """Word embeddings X, the sinusoidal encoding PE (Section 3.5) and the encoder input X + PE."""
     dim = model.embedding.embedding_dim
     embeddings = rec.outputs["embedding"][0]
     table = model.positional.table[: len(words)]
@@ -172,6 +175,7 @@ def head_one_weights(attn: core.MultiHeadAttention) -> tuple[Tensor, Tensor, Ten
 
 
 def projection_steps(model: TinyTransformer, rec: ActivationRecorder, words: list[str]) -> list[Step]:
+    """Head 1's projection matrices W^Q, W^K, W^V and the queries, keys and values they give."""
     attn = model.encoder.attn
     heads, d_k, dim = attn.num_heads, attn.head_dim, model.embedding.embedding_dim
     query, key, value = attn.project_qkv(rec.inputs["encoder.attn"])  # 3 x (1, H, S, d_k)
@@ -192,6 +196,7 @@ def projection_steps(model: TinyTransformer, rec: ActivationRecorder, words: lis
 
 
 def single_head_steps(model: TinyTransformer, rec: ActivationRecorder, words: list[str]) -> list[Step]:
+    """Eq. 1 for head 1: scores QK^T, scaled by sqrt(d_k), softmax weights and their sum of values."""
     attn = model.encoder.attn
     query, key, _ = attn.project_qkv(rec.inputs["encoder.attn"])  # 3 x (1, H, S, d_k)
     scores = core.attention_scores(query, key)[0, 0]  # (S, S)
@@ -236,6 +241,7 @@ def single_head_steps(model: TinyTransformer, rec: ActivationRecorder, words: li
 
 
 def multi_head_steps(model: TinyTransformer, rec: ActivationRecorder, words: list[str]) -> list[Step]:
+    """Multi-head attention (Section 3.2.2): every head's weights, their concatenation, W^O and the output."""
     attn = model.encoder.attn
     heads, d_k, dim = attn.num_heads, attn.head_dim, model.embedding.embedding_dim
     head_columns = [f"h{h + 1}.{i}" for h in range(heads) for i in range(d_k)]
@@ -277,6 +283,7 @@ def multi_head_steps(model: TinyTransformer, rec: ActivationRecorder, words: lis
 
 
 def add_norm_steps(model: TinyTransformer, rec: ActivationRecorder, words: list[str]) -> list[Step]:
+    """The first Add & Norm of the encoder: residual sum, its row mean and std, LayerNorm."""
     dim, norm = model.embedding.embedding_dim, model.encoder.norm1
     residual = rec.inputs["encoder.norm1"][0]
     return [
@@ -319,6 +326,7 @@ def norm_note(norm: torch.nn.LayerNorm) -> str:
 
 
 def feed_forward_steps(model: TinyTransformer, rec: ActivationRecorder, words: list[str]) -> list[Step]:
+    """The position-wise feed-forward network (Eq. 2 of Section 3.3) and the second Add & Norm."""
     dim, ffn_dim = model.embedding.embedding_dim, model.encoder.mlp.fc1.out_features
     return [
         Step(
@@ -366,6 +374,8 @@ def decoder_steps(
     ids: Tensor,
     source_words: list[str],
 ) -> list[Step]:
+    """The decoder layer: its tokens, ids and input, masked self-attention, cross-attention, each
+    Add & Norm and its output."""
     dim = model.embedding.embedding_dim
     return [
         Step(
@@ -431,6 +441,7 @@ def decoder_steps(
 
 
 def output_steps(vocab: Vocabulary, rec: ActivationRecorder, words: list[str]) -> list[Step]:
+    """The final Linear and softmax: logits, probabilities and the predicted next words."""
     logits = rec.outputs["output"][0]  # (T, V)
     probabilities = logits.softmax(-1)
     predicted = [vocab.words[i] for i in probabilities.argmax(-1).tolist()]
@@ -472,6 +483,7 @@ def output_steps(vocab: Vocabulary, rec: ActivationRecorder, words: list[str]) -
 
 
 def greedy_step(model: TinyTransformer, vocab: Vocabulary, source: Tensor, source_len: int) -> Step:
+    """Greedy decoding of the source, each chosen word with its probability."""
     chosen = greedy_decode(model, vocab, source, max_len=2 * source_len)
     decoded = [START]
     lines = []

@@ -7,18 +7,8 @@ import argparse
 import json
 import sys
 
+from core.cli import positive_int
 from vision.inference import load_classifier, load_image, preprocess, top_k
-
-
-def positive_int(text: str) -> int:
-    """An argparse type: a whole number of at least 1."""
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a whole number of at least 1, got {text!r}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"expected a whole number of at least 1, got {value}")
-    return value
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:

@@ -73,3 +73,14 @@ def test_translate_options_and_errors(toy_run: Path, tmp_path: Path, capsys: pyt
         translate.main([str(tmp_path / "nothing.ckpt"), "--text", "winter is coming"])
     with pytest.raises(SystemExit, match="--max-len must be in 1..128"):
         translate.main([best, "--text", "winter", "--max-len", "1000"])
+
+
+@pytest.mark.parametrize("option", ["--batch-size", "--beam", "--max-len"])
+@pytest.mark.parametrize("value", ["0", "-3"])
+def test_translate_refuses_non_positive_counts_naming_the_option(
+    option: str, value: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    with pytest.raises(SystemExit) as exit_info:
+        translate.main([str(tmp_path / "model.ckpt"), "--text", "winter is coming", option, value])
+    assert exit_info.value.code == 2
+    assert f"argument {option}: expected a whole number of at least 1, got {value}" in capsys.readouterr().err

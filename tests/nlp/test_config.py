@@ -27,7 +27,7 @@ def test_data_presets_bring_their_schedule_and_the_command_line_wins(tmp_path: P
     assert toy.module.warmup_steps == 7
     files = nlp_config(tmp_path, "data=files", "data.train=a.tsv", "data.val=b.tsv")
     assert files.module.warmup_steps == 4000 and files.data.train == "a.tsv"
-    wmt = nlp_config(tmp_path, "data=hf", "data.dataset=wmt14", "data.dataset_config=de-en")
+    wmt = nlp_config(tmp_path, "data=hf", "data.dataset=wmt/wmt14", "data.dataset_config=de-en")
     assert instantiate(wmt.data).dataset_config == "de-en"
 
 

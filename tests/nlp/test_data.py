@@ -74,6 +74,27 @@ def test_hugging_face_splits_in_both_layouts(tmp_path: Path, layout: str, monkey
         load_hf_split(str(tmp_path / "corpus"), None, "train", "fr", "en")
 
 
+def test_prepare_data_fills_the_cache_without_building_pairs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import datasets
+
+    from nlp import datamodule
+
+    cache = tmp_path / "cache"
+    monkeypatch.setattr(datasets.config, "HF_DATASETS_CACHE", cache)
+    for split in ("train", "validation", "test"):
+        write_lines(tmp_path / "corpus" / f"{split}.jsonl", [json.dumps({"de": "ein Haus", "en": "a house"})])
+    data = TranslationDataModule(corpus="hf", dataset=str(tmp_path / "corpus"), vocab_size=300, min_frequency=1)
+    built: list[str] = []
+    load_split = datamodule.load_hf_split
+    monkeypatch.setattr(datamodule, "load_hf_split", lambda *args: built.append(args[2]) or load_split(*args))
+    data.prepare_data()
+    data.prepare_data()  # cached: idempotent
+    assert built == [] and data.pairs == {}
+    assert list(cache.rglob("*.arrow"))
+    data.setup("fit")
+    assert built == ["train", "validation", "test"] and data.pairs["test"] == [("ein Haus", "a house")]
+
+
 def test_missing_hugging_face_dataset_offline_is_a_clear_error() -> None:
     # tests/conftest.py puts the Hugging Face libraries in offline mode.
     with pytest.raises(RuntimeError, match="downloaded on first use.*data=files"):

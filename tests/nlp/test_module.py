@@ -2,11 +2,17 @@
 
 from __future__ import annotations
 
+import csv
+import json
+from pathlib import Path
+
 import pytest
 import torch
 
+from core.runner import train
 from nlp.module import TranslationModule
 from nlp.tokenizer import SubwordTokenizer
+from tests.nlp.conftest import nlp_config
 
 TINY = {"dim": 32, "num_heads": 4, "encoder_depth": 1, "decoder_depth": 1, "ffn_dim": 64, "dropout": 0.0, "max_len": 32}
 
@@ -87,3 +93,24 @@ def test_resuming_with_another_tokenizer_is_refused(module: TranslationModule) -
     module.on_load_checkpoint({"hyper_parameters": {**module.hparams, "tokenizer": module.hparams.tokenizer}})
     with pytest.raises(ValueError, match="data.tokenizer_path=<run>/checkpoints/tokenizer.json"):
         module.on_load_checkpoint({"hyper_parameters": {**module.hparams, "tokenizer": other}})
+
+
+@pytest.mark.parametrize(
+    ("overrides", "scored"),
+    [
+        # Stopped by max_steps inside the third epoch (9 steps an epoch): Lightning validates after
+        # steps 9 and 18 only, so the second validation is the last; max_epochs -1 is no limit.
+        (["trainer.max_epochs=-1", "trainer.max_steps=20", "module.bleu_every_n_epochs=5"], [False, True]),
+        (["trainer.max_epochs=3", "module.bleu_every_n_epochs=2"], [False, True, True]),
+    ],
+    ids=["max_steps", "max_epochs"],
+)
+def test_bleu_every_n_epochs_and_at_the_last_validation(
+    tmp_path: Path, overrides: list[str], scored: list[bool]
+) -> None:
+    cfg = nlp_config(tmp_path, "data=toy", "model=transformer_tiny", "trainer.num_sanity_val_steps=0", *overrides)
+    train(cfg)
+    with next(tmp_path.glob("csv/version_*/metrics.csv")).open() as handle:
+        validations = [row for row in csv.DictReader(handle) if row["val/loss"]]
+    assert [bool(row["val/bleu"]) for row in validations] == scored
+    assert "val/bleu" in json.loads((tmp_path / "metrics.json").read_text())

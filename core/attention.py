@@ -131,8 +131,8 @@ class MultiHeadAttention(nn.Module):
             need_weights: also return the attention weights [B, H, T, S], computed by the
                 explicit Eq. 1 path instead of the fused kernel.
             cache: for incremental decoding. Self-attention appends this call's keys and values
-                to it; cross-attention projects ``context`` into it on the first call and
-                reuses it afterwards.
+                to it; cross-attention projects ``context`` (and merges ``key_padding_mask``)
+                into it on the first call and reuses both afterwards.
         """
         if x.dim() != 3:
             raise ValueError(f"attention input must be [batch, length, dim], got shape {tuple(x.shape)}")
@@ -149,19 +149,23 @@ class MultiHeadAttention(nn.Module):
                 key, value = self.project_key_value(context)
                 if cache is not None:
                     cache.key, cache.value = key, value
+                    cache.mask = merge_masks(batch, 1, key.shape[-2], key_padding_mask=key_padding_mask, device=x.device)
         key_len = key.shape[-2]
         # A causal query block that spans all keys is the fused kernel's own is_causal case; a
         # single new token with a cache may see every key, so it needs no mask at all.
         plain_causal = causal and attn_mask is None and key_padding_mask is None and key_len == length
-        mask = merge_masks(
-            batch,
-            length,
-            key_len,
-            attn_mask=attn_mask,
-            key_padding_mask=key_padding_mask,
-            causal=causal and length > 1 and not (plain_causal and not need_weights),
-            device=x.device,
-        )
+        if context is not None and cache is not None and attn_mask is None:
+            mask = cache.mask  # the memory's padding mask does not change from step to step
+        else:
+            mask = merge_masks(
+                batch,
+                length,
+                key_len,
+                attn_mask=attn_mask,
+                key_padding_mask=key_padding_mask,
+                causal=causal and length > 1 and not (plain_causal and not need_weights),
+                device=x.device,
+            )
         dropout_p = self.dropout if self.training else 0.0
         if need_weights:
             out, weights = scaled_dot_product(query, key, value, mask, dropout_p, self.scale)

@@ -15,10 +15,15 @@ from torch import Tensor
 
 @dataclass
 class AttentionCache:
-    """Keys and values one attention module has computed so far, each [B, H, S, head_dim]."""
+    """Keys and values one attention module has computed so far, each [B, H, S, head_dim].
+
+    A cross-attention cache also keeps the memory's padding mask in the merged form attention
+    uses ([B, 1, 1, S], True = may not attend), so later steps need not rebuild it.
+    """
 
     key: Tensor | None = None
     value: Tensor | None = None
+    mask: Tensor | None = None
 
     @property
     def length(self) -> int:
@@ -38,6 +43,8 @@ class AttentionCache:
         if self.key is not None and self.value is not None:
             self.key = self.key.index_select(0, index)
             self.value = self.value.index_select(0, index)
+        if self.mask is not None:
+            self.mask = self.mask.index_select(0, index)
 
 
 @dataclass

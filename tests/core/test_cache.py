@@ -37,10 +37,13 @@ def test_reorder_selects_batch_rows_in_every_layer() -> None:
     torch.manual_seed(2)
     decoder = core.Decoder(8, 2, 2).eval()
     memory, target = torch.randn(3, 4, 8), torch.randn(3, 2, 8)
+    memory_padding = core.padding_mask(torch.tensor([4, 1, 3]), 4)
     cache = decoder.new_cache()
-    decoder(target, memory, cache=cache)
+    decoder(target, memory, memory_key_padding_mask=memory_padding, cache=cache)
     keys = [c.key.clone() for c in cache.self_attn + cache.cross_attn]
     index = torch.tensor([2, 2, 0])
     cache.reorder(index)
     for before, entry in zip(keys, cache.self_attn + cache.cross_attn):
         torch.testing.assert_close(entry.key, before[index])
+    # The cross-attention cache keeps the memory's padding mask, reordered with its rows.
+    assert torch.equal(cache.cross_attn[0].mask[:, 0, 0], memory_padding[index])

@@ -134,17 +134,22 @@ def test_runner_trains_with_ema_and_writes_loadable_checkpoints(tmp_path: Path) 
     assert module.hparams.class_names == ["class_0", "class_1", "class_2"]
 
 
-@pytest.mark.slow
-def test_cli_train_then_predict_then_explain(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+def run_train_cli(tmp_path: Path, *overrides: str) -> Path:
+    """``python -m vision.train`` on tiny synthetic data in a subprocess; returns its run dir."""
     run_dir = tmp_path / "run"
     command = [
         sys.executable, "-m", "vision.train", *TINY_SYNTHETIC, *TINY_MODEL,
-        "trainer=cpu", "logger=csv", "trainer.max_steps=8", f"hydra.run.dir={run_dir}",
+        "trainer=cpu", "logger=csv", *overrides, f"hydra.run.dir={run_dir}",
     ]
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
     completed = subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
     assert completed.returncode == 0, completed.stderr[-3000:]
+    return run_dir
 
+
+@pytest.mark.slow
+def test_cli_train_then_predict_then_explain(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    run_dir = run_train_cli(tmp_path, "trainer.max_steps=8")
     metrics = json.loads((run_dir / "metrics.json").read_text())
     for key in ("val/acc", "test/acc", "test/acc5", "fit_seconds", "train_samples_per_second"):
         assert key in metrics, key
@@ -176,14 +181,7 @@ def test_cli_train_then_predict_then_explain(tmp_path: Path, capsys: pytest.Capt
 def test_cli_run_stopped_by_max_steps_before_any_validation_still_reports_all_metrics(tmp_path: Path) -> None:
     # 64 training images in batches of 16: 4 steps per epoch, so max_steps=2 ends fit mid-epoch,
     # before the first validation, and no best checkpoint is written.
-    run_dir = tmp_path / "run"
-    command = [
-        sys.executable, "-m", "vision.train", *TINY_SYNTHETIC, *TINY_MODEL,
-        "trainer=cpu", "logger=csv", "trainer.max_steps=2", f"hydra.run.dir={run_dir}",
-    ]
-    env = {**os.environ, "OMP_NUM_THREADS": "1"}
-    completed = subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
-    assert completed.returncode == 0, completed.stderr[-3000:]
+    run_dir = run_train_cli(tmp_path, "trainer.max_steps=2")
     assert sorted(path.name for path in (run_dir / "checkpoints").iterdir()) == ["last.ckpt"]
     metrics = json.loads((run_dir / "metrics.json").read_text())
     for key in ("val/acc", "test/acc", "test/acc5", "fit_seconds", "train_samples_per_second"):

@@ -81,7 +81,6 @@ class ImageClassifier(LightningModule):
     ) -> None:
         super().__init__()
         # Checkpoints are read with weights_only=True, so hyperparameters must be plain types.
-        model = {key: value for key, value in dict(model).items() if key != "_target_"}
         class_names = [str(name) for name in class_names] if class_names else [str(i) for i in range(num_classes)]
         mean, std, betas = [float(v) for v in mean], [float(v) for v in std], [float(v) for v in betas]
         self.save_hyperparameters()

@@ -22,11 +22,12 @@ from core.positional import (
     sinusoidal_table,
 )
 from core.regularization import DropPath, LayerScale
-from core.schedules import InverseSqrt, WarmupCosine, inverse_sqrt, warmup_cosine
+from core.schedules import BudgetedSchedule, InverseSqrt, WarmupCosine, inverse_sqrt, warmup_cosine
 from core.stacks import Decoder, Encoder
 
 __all__ = [
     "AttentionCache",
+    "BudgetedSchedule",
     "Decoder",
     "DecoderCache",
     "DecoderLayer",

@@ -124,6 +124,10 @@ class MultiHeadAttention(nn.Module):
     ) -> Tensor | tuple[Tensor, Tensor]:
         """Attend from ``x`` [B, T, dim] to itself, or to ``context`` [B, S, dim].
 
+        Four steps: project Q, K, V (:meth:`project`), build the mask (:meth:`attention_mask`),
+        apply Eq. 1 per head (:meth:`attend`), concatenate the heads and project them back
+        (:meth:`project_output`).
+
         Args:
             causal: block keys after each query (masked self-attention of the decoder).
             key_padding_mask: bool [B, S], True = padding key.
@@ -136,52 +140,104 @@ class MultiHeadAttention(nn.Module):
         """
         if x.dim() != 3:
             raise ValueError(f"attention input must be [batch, length, dim], got shape {tuple(x.shape)}")
-        batch, length, _ = x.shape
+        query, key, value = self.project(x, context, key_padding_mask, cache)
+        if context is not None and cache is not None and attn_mask is None:
+            # The memory's padding mask does not change from step to step.
+            mask, fused_causal = cache.mask, False
+        else:
+            mask, fused_causal = self.attention_mask(
+                query, key, causal, attn_mask=attn_mask, key_padding_mask=key_padding_mask, need_weights=need_weights
+            )
+        out, weights = self.attend(query, key, value, mask, fused_causal, need_weights)
+        out = self.project_output(out)
+        return (out, weights) if need_weights else out
+
+    def project(
+        self, x: Tensor, context: Tensor | None, key_padding_mask: Tensor | None, cache: AttentionCache | None
+    ) -> tuple[Tensor, Tensor, Tensor]:
+        """Q from ``x``; K and V from ``x`` (self-attention, after the cached positions) or from
+        ``context`` (cross-attention). Each [B, H, length, d_k]."""
         if context is None:
             query, key, value = self.project_qkv(x)
             if cache is not None:
                 key, value = cache.append(key, value)
-        else:
-            query = self.project_query(x)
-            if cache is not None and cache.key is not None and cache.value is not None:
-                key, value = cache.key, cache.value
-            else:
-                key, value = self.project_key_value(context)
-                if cache is not None:
-                    cache.key, cache.value = key, value
-                    cache.mask = merge_masks(batch, 1, key.shape[-2], key_padding_mask=key_padding_mask, device=x.device)
+            return query, key, value
+        key, value = self.memory_key_value(context, key_padding_mask, cache)
+        return self.project_query(x), key, value
+
+    def memory_key_value(
+        self, context: Tensor, key_padding_mask: Tensor | None, cache: AttentionCache | None
+    ) -> tuple[Tensor, Tensor]:
+        """Cross-attention K, V of ``context``: projected once per sentence when a cache is given,
+        which also keeps the memory's merged padding mask; read back from it afterwards."""
+        if cache is not None and cache.key is not None and cache.value is not None:
+            return cache.key, cache.value
+        key, value = self.project_key_value(context)
+        if cache is not None:
+            cache.key, cache.value = key, value
+            batch, keys = context.shape[0], key.shape[-2]
+            cache.mask = merge_masks(batch, 1, keys, key_padding_mask=key_padding_mask, device=context.device)
+        return key, value
+
+    def attention_mask(
+        self,
+        query: Tensor,
+        key: Tensor,
+        causal: bool,
+        *,
+        attn_mask: Tensor | None,
+        key_padding_mask: Tensor | None,
+        need_weights: bool,
+    ) -> tuple[Tensor | None, bool]:
+        """The merged boolean mask (broadcastable to [B, H, T, S], True = may not attend, None when
+        nothing is masked) and whether the fused kernel's own ``is_causal`` applies instead of a
+        causal mask."""
+        batch, _, length, _ = query.shape
         key_len = key.shape[-2]
         # A causal query block that spans all keys is the fused kernel's own is_causal case; a
         # single new token with a cache may see every key, so it needs no mask at all.
-        plain_causal = causal and attn_mask is None and key_padding_mask is None and key_len == length
-        if context is not None and cache is not None and attn_mask is None:
-            mask = cache.mask  # the memory's padding mask does not change from step to step
-        else:
-            mask = merge_masks(
-                batch,
-                length,
-                key_len,
-                attn_mask=attn_mask,
-                key_padding_mask=key_padding_mask,
-                causal=causal and length > 1 and not (plain_causal and not need_weights),
-                device=x.device,
-            )
+        fused_causal = (
+            causal
+            and not need_weights
+            and attn_mask is None
+            and key_padding_mask is None
+            and key_len == length > 1
+        )
+        mask = merge_masks(
+            batch,
+            length,
+            key_len,
+            attn_mask=attn_mask,
+            key_padding_mask=key_padding_mask,
+            causal=causal and length > 1 and not fused_causal,
+            device=query.device,
+        )
+        return mask, fused_causal
+
+    def attend(
+        self, query: Tensor, key: Tensor, value: Tensor, mask: Tensor | None, fused_causal: bool, need_weights: bool
+    ) -> tuple[Tensor, Tensor | None]:
+        """Eq. 1 for all heads at once: [B, H, T, d_k] -> [B, H, T, d_v], with the weights
+        [B, H, T, S] from the explicit path when ``need_weights``, else through the fused kernel."""
         dropout_p = self.dropout if self.training else 0.0
         if need_weights:
-            out, weights = scaled_dot_product(query, key, value, mask, dropout_p, self.scale)
-        else:
-            out = F.scaled_dot_product_attention(
-                query,
-                key,
-                value,
-                attn_mask=None if mask is None else ~mask,
-                dropout_p=dropout_p,
-                is_causal=plain_causal and length > 1,
-                scale=self.scale,
-            )
-        out = out.transpose(1, 2).reshape(batch, length, self.inner_dim)  # (B, T, H * d_k)
-        out = self.proj_drop(self.proj(out))
-        return (out, weights) if need_weights else out
+            return scaled_dot_product(query, key, value, mask, dropout_p, self.scale)
+        out = F.scaled_dot_product_attention(
+            query,
+            key,
+            value,
+            attn_mask=None if mask is None else ~mask,
+            dropout_p=dropout_p,
+            is_causal=fused_causal,
+            scale=self.scale,
+        )
+        return out, None
+
+    def project_output(self, heads: Tensor) -> Tensor:
+        """``Concat(head_1..head_h) W^O``: [B, H, T, d_v] -> [B, T, dim], then the residual dropout."""
+        batch, _, length, _ = heads.shape
+        out = heads.transpose(1, 2).reshape(batch, length, self.inner_dim)  # (B, T, H * d_v)
+        return self.proj_drop(self.proj(out))
 
 
 @contextmanager

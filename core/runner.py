@@ -9,7 +9,6 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
-import os
 import tempfile
 import time
 from pathlib import Path
@@ -21,19 +20,36 @@ from filelock import FileLock
 from hydra.utils import instantiate
 from omegaconf import DictConfig, OmegaConf
 
+from core.atomic import atomic_path
+from core.budget import TrainingBudget
 from core.checkpoint import load_checkpoint
-from core.throughput import TrainThroughput
+from core.checkpointing import AtomicCheckpointIO
+from core.errors import InputError
+from core.validation import validate_config
 
 log = logging.getLogger(__name__)
 
 
 def model_kwargs(cfg: DictConfig) -> dict[str, Any]:
-    """The model section as plain keyword arguments; its ``_target_`` only documents the class,
-    which the LightningModule fixes, so a checkpoint never names code to import."""
+    """The model section as plain keyword arguments. Its ``_target_`` names the network class
+    the LightningModule builds (checked by :func:`check_model_target`) and is left out, so a
+    checkpoint never names code to import."""
     kwargs = OmegaConf.to_container(cfg.model, resolve=True)
     assert isinstance(kwargs, dict)
     kwargs.pop("_target_", None)
     return kwargs
+
+
+def check_model_target(cfg: DictConfig, network: torch.nn.Module) -> None:
+    """Refuse a ``model._target_`` other than the class of the network the module built, rather
+    than ignore the override."""
+    target = cfg.model.get("_target_")
+    built = f"{type(network).__module__}.{type(network).__qualname__}"
+    if target is not None and target != built:
+        raise InputError(
+            f"model._target_={target}, but {cfg.module._target_} builds a {built}: the module fixes the "
+            f"network class; drop the model._target_ override (or set it to {built})"
+        )
 
 
 def build_list(group: DictConfig | None) -> list[Any]:
@@ -67,11 +83,8 @@ def prepare_once(datamodule: pl.LightningDataModule, data_cfg: DictConfig) -> No
 
 def write_json_atomically(path: Path, data: dict[str, Any]) -> None:
     """Write ``data`` to ``path`` through a temporary file, so readers never see half a file."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    handle, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
-    with os.fdopen(handle, "w") as file:
-        json.dump(data, file, indent=2, sort_keys=True)
-    os.replace(tmp, path)
+    with atomic_path(path) as tmp:
+        tmp.write_text(json.dumps(data, indent=2, sort_keys=True))
 
 
 def train(cfg: DictConfig) -> float | None:
@@ -82,13 +95,19 @@ def train(cfg: DictConfig) -> float | None:
 
     Steps: seed everything; instantiate the datamodule and prepare it, so that the module can be
     built from what the data defines (classes, tokenizer); instantiate callbacks, loggers and the
-    Trainer from ``cfg.callbacks``, ``cfg.logger`` and ``cfg.trainer``; optionally compile the
+    Trainer from ``cfg.callbacks``, ``cfg.logger`` and ``cfg.trainer``, with
+    :class:`core.budget.TrainingBudget` (``cfg.budget``) laying the learning-rate schedule over
+    the run's budget and validating the final weights when a budget ends it; optionally compile the
     network (``compile: true``, ``torch.compile`` keyword arguments in ``compile_options``); fit
     (resuming from ``cfg.ckpt_path``); validate once more if training stopped before any
     validation; test the best checkpoint, or the final weights when none was saved.
     """
+    validate_config(cfg)
+    ckpt_path = cfg.get("ckpt_path")
+    if ckpt_path:
+        load_checkpoint(ckpt_path)  # refuses a checkpoint that is not plain data, with a clear error
     output_dir = Path(cfg.paths.output_dir)
-    pl.seed_everything(cfg.seed, workers=True)
+    pl.seed_everything(cfg.seed, workers=True, verbose=False)
 
     datamodule: pl.LightningDataModule = instantiate(cfg.data, _convert_="all")
     prepare_once(datamodule, cfg.data)
@@ -96,19 +115,19 @@ def train(cfg: DictConfig) -> float | None:
     module: pl.LightningModule = instantiate(
         cfg.module, model=model_kwargs(cfg), **datamodule.module_kwargs(), _convert_="all"
     )
+    check_model_target(cfg, module.net)
 
-    throughput = TrainThroughput()
+    budget = TrainingBudget(**(cfg.get("budget") or {}))
     trainer: pl.Trainer = instantiate(
         cfg.trainer,
-        callbacks=[*build_list(cfg.get("callbacks")), throughput],
+        callbacks=[*build_list(cfg.get("callbacks")), budget],
         logger=build_list(cfg.get("logger")) or False,
+        plugins=[AtomicCheckpointIO()],
+        _convert_="all",  # plain dicts for Lightning, e.g. trainer.max_time={minutes: 10}
     )
     if cfg.get("compile"):
         module.net.compile(**(cfg.get("compile_options") or {}))  # in place: state-dict keys unchanged
 
-    ckpt_path = cfg.get("ckpt_path")
-    if ckpt_path:
-        load_checkpoint(ckpt_path)  # refuses a checkpoint that is not plain data, with a clear error
     start = time.perf_counter()
     trainer.fit(module, datamodule=datamodule, ckpt_path=ckpt_path, weights_only=True)
     metrics = scalar_metrics(trainer.callback_metrics)

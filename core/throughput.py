@@ -13,13 +13,17 @@ class TrainThroughput(pl.Callback):
     """Measures items per second over the wall time of training batches only (no validation).
 
     The LightningModule names its unit in ``throughput_unit`` (``"samples"`` or ``"tokens"``)
-    and counts a batch with ``count_items(batch)``. The running rate, multiplied by the number
-    of processes, is logged as ``train/<unit>_per_second`` at the end of each training epoch.
+    and counts a batch with ``count_items(batch)``. The first ``skip_batches`` batches of a fit
+    carry one-off costs (``torch.compile``, cuDNN autotuning, allocator growth) and are left out
+    once later batches have been timed. The running rate, multiplied by the number of processes,
+    is logged as ``train/<unit>_per_second`` at the end of each training epoch.
     """
 
-    def __init__(self) -> None:
-        self.items = 0
-        self.seconds = 0.0
+    def __init__(self, skip_batches: int = 3) -> None:
+        self.skip_batches = skip_batches
+        self.batches = 0
+        self.items = [0, 0]  # [skipped batches, steady batches]
+        self.seconds = [0.0, 0.0]
         self._start = 0.0
 
     def _sync(self, pl_module: pl.LightningModule) -> None:
@@ -34,10 +38,15 @@ class TrainThroughput(pl.Callback):
         self, trainer: pl.Trainer, pl_module: pl.LightningModule, outputs: Any, batch: Any, batch_idx: int
     ) -> None:
         self._sync(pl_module)
-        self.seconds += time.perf_counter() - self._start
-        self.items += int(pl_module.count_items(batch))
+        steady = int(self.batches >= self.skip_batches)
+        self.seconds[steady] += time.perf_counter() - self._start
+        self.items[steady] += int(pl_module.count_items(batch))
+        self.batches += 1
 
     def on_train_epoch_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
-        if self.seconds > 0:
-            rate = self.items * trainer.world_size / self.seconds
+        steady = self.seconds[1] > 0
+        items = self.items[1] if steady else sum(self.items)
+        seconds = self.seconds[1] if steady else sum(self.seconds)
+        if seconds > 0:
+            rate = items * trainer.world_size / seconds
             pl_module.log(f"train/{pl_module.throughput_unit}_per_second", rate, rank_zero_only=True)

@@ -33,4 +33,25 @@ def test_warmup_cosine_rises_then_decays_to_the_floor() -> None:
 def test_scheduler_state_is_plain_data() -> None:
     optimizer = torch.optim.SGD([torch.nn.Parameter(torch.zeros(1))], lr=1.0)
     state = core.warmup_cosine(optimizer, 5, 50).state_dict()
-    assert state["lr_lambdas"] == [{"warmup_steps": 5, "total_steps": 50, "min_ratio": 0.0}]
+    assert state["lr_lambdas"] == [{"requested_warmup": 5, "warmup_steps": 5, "total_steps": 50, "min_ratio": 0.0}]
+
+
+def test_plan_caps_the_warmup_to_a_fraction_of_the_planned_steps() -> None:
+    schedule = core.WarmupCosine(warmup_steps=100, total_steps=None, min_ratio=0.0)
+    assert schedule(49) == pytest.approx(0.5)  # no plan yet: warming up toward step 100
+    assert schedule.plan(300, max_warmup_fraction=0.1) is True
+    assert (schedule.warmup_steps, schedule.total_steps) == (30, 300)
+    assert schedule(29) == pytest.approx(1.0)
+    assert schedule(300) == pytest.approx(0.0)
+    assert schedule.plan(5000, max_warmup_fraction=0.1) is False  # 100 fits in 10% of 5000
+    assert schedule.warmup_steps == 100
+
+
+def test_inverse_sqrt_cooldown_ends_at_the_budget() -> None:
+    warmup, total = 40, 1000
+    schedule = core.InverseSqrt(warmup, total_steps=total, cooldown_fraction=0.2)
+    for step in (0, 39, 40, 500, 799):  # before the cooldown: the paper's shape
+        assert schedule(step) == pytest.approx(min((step + 1) / warmup, math.sqrt(warmup / (step + 1))))
+    assert schedule(900) == pytest.approx(math.sqrt(warmup / 901) * 0.5)
+    assert schedule(total) == 0.0
+    assert core.InverseSqrt(warmup)(10**6) == pytest.approx(math.sqrt(warmup / (10**6 + 1)))

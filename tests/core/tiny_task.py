@@ -3,6 +3,7 @@ is the sum of a random sequence's first feature positive?"""
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 import lightning.pytorch as pl
@@ -12,6 +13,7 @@ from torch import Tensor, nn
 from torch.utils.data import DataLoader, TensorDataset
 
 import core
+from core.budget import stepping_bound
 
 
 class TinyClassifier(nn.Module):
@@ -28,7 +30,9 @@ class TinyClassifier(nn.Module):
 class TinyModule(pl.LightningModule):
     throughput_unit = "samples"
 
-    def __init__(self, model: dict[str, Any], num_classes: int, lr: float = 3e-3) -> None:
+    def __init__(
+        self, model: dict[str, Any], num_classes: int, lr: float = 3e-3, warmup_steps: int = 2, step_seconds: float = 0.0
+    ) -> None:
         super().__init__()
         self.save_hyperparameters()
         self.net = TinyClassifier(num_classes=num_classes, **model)
@@ -45,6 +49,7 @@ class TinyModule(pl.LightningModule):
         return loss
 
     def training_step(self, batch: tuple[Tensor, Tensor], batch_idx: int) -> Tensor:
+        time.sleep(self.hparams.step_seconds)  # a steady step time for the time-budget tests
         return self._step(batch, "train")
 
     def validation_step(self, batch: tuple[Tensor, Tensor], batch_idx: int) -> None:
@@ -55,7 +60,7 @@ class TinyModule(pl.LightningModule):
 
     def configure_optimizers(self) -> dict[str, Any]:
         optimizer = torch.optim.AdamW(self.parameters(), lr=self.hparams.lr)
-        schedule = core.warmup_cosine(optimizer, 2, int(self.trainer.estimated_stepping_batches))
+        schedule = core.warmup_cosine(optimizer, self.hparams.warmup_steps, stepping_bound(self.trainer))
         return {"optimizer": optimizer, "lr_scheduler": {"scheduler": schedule, "interval": "step"}}
 
 

@@ -1,0 +1,131 @@
+"""Training to a budget: the learning-rate schedule laid over the steps the run will really take,
+and the run ended at its budget with a final validation.
+
+A run is bounded by ``trainer.max_epochs``, ``trainer.max_steps`` or ``trainer.max_time``
+(whichever comes first). For epochs and steps the number of optimizer steps is known when
+training starts; for a time budget it is estimated from the measured time per step (validation
+included) and refined as the run goes, so a 10-minute run anneals over its 10 minutes (after
+"Budgeted Training", Li et al. 2020, whose linear-to-zero finding holds for any schedule that
+ends with the budget). The warmup is capped to a stated fraction of the planned steps.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import time
+from typing import Any
+
+import lightning.pytorch as pl
+from lightning.pytorch.callbacks import Timer
+from torch.optim.lr_scheduler import LambdaLR
+
+from core.schedules import BudgetedSchedule
+
+log = logging.getLogger(__name__)
+
+
+def stepping_bound(trainer: pl.Trainer) -> int | None:
+    """The optimizer steps that ``max_epochs`` / ``max_steps`` allow, None when unbounded (a run
+    bounded by ``max_time`` alone): the ``total_steps`` a module gives its schedule at first."""
+    bound = float(trainer.estimated_stepping_batches)
+    return max(1, int(bound)) if math.isfinite(bound) else None
+
+
+class TrainingBudget(pl.Callback):
+    """Plans every :class:`BudgetedSchedule` of the module's schedulers over the run's budget.
+
+    Args:
+        max_warmup_fraction: the warmup is at most this fraction of the planned steps; a note is
+            logged when the configured warmup is shortened.
+        measure_steps: optimizer steps timed (after the first, which carries one-off costs)
+            before a time budget's plan is made.
+        refine_every_n_steps: how often a time budget's plan is re-estimated.
+    """
+
+    def __init__(self, max_warmup_fraction: float = 0.1, measure_steps: int = 3, refine_every_n_steps: int = 10) -> None:
+        if not 0.0 <= max_warmup_fraction <= 1.0:
+            raise ValueError(f"budget.max_warmup_fraction must be in [0, 1], got {max_warmup_fraction}")
+        self.max_warmup_fraction = max_warmup_fraction
+        self.measure_steps = max(1, measure_steps)
+        self.refine_every_n_steps = max(1, refine_every_n_steps)
+        self.schedulers: list[LambdaLR] = []
+        self.schedules: list[BudgetedSchedule] = []
+        self.timer: Timer | None = None
+        self.start_step = 0
+        self.start_time = 0.0
+        self.timing = False  # whether steps are timed yet (from the end of the first)
+        self.planned: int | None = None
+        self.announced = False
+
+    def on_train_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
+        """Find the budgeted schedules and the time budget, and make the first plan."""
+        self.schedulers = [
+            config.scheduler
+            for config in trainer.lr_scheduler_configs
+            if isinstance(config.scheduler, LambdaLR)
+            and any(isinstance(schedule, BudgetedSchedule) for schedule in config.scheduler.lr_lambdas)
+        ]
+        self.schedules = [
+            schedule
+            for scheduler in self.schedulers
+            for schedule in scheduler.lr_lambdas
+            if isinstance(schedule, BudgetedSchedule)
+        ]
+        self.timer = next((c for c in trainer.callbacks if isinstance(c, Timer) and c._duration), None)  # type: ignore[attr-defined]
+        self.start_step, self.start_time, self.timing = trainer.global_step, time.monotonic(), False
+        self.replan(trainer)
+
+    def on_train_batch_end(
+        self, trainer: pl.Trainer, pl_module: pl.LightningModule, outputs: Any, batch: Any, batch_idx: int
+    ) -> None:
+        """Refine a time budget's plan; at ``max_steps`` ask Lightning to stop, which validates the
+        final weights first (a stop inside an epoch would otherwise skip that validation)."""
+        done = trainer.global_step - self.start_step
+        if self.timer is not None and not self.timing and done == 1:
+            # The first step carries one-off costs (compilation, allocator, workers): time from its end.
+            self.start_step, self.start_time, self.timing = trainer.global_step, time.monotonic(), True
+        elif self.timer is not None and done >= self.measure_steps and (
+            self.planned is None or done % self.refine_every_n_steps == 0
+        ):
+            self.replan(trainer)
+        if 0 < trainer.max_steps <= trainer.global_step:
+            trainer.should_stop = True
+
+    def planned_steps(self, trainer: pl.Trainer) -> int | None:
+        """Optimizer steps the run will take: the epoch/step bound, and for a time budget the
+        steps done plus the remaining time over the measured time per step; None while unknown."""
+        bound = float(stepping_bound(trainer) or math.inf)
+        done = trainer.global_step - self.start_step
+        if self.timer is not None:
+            if done < self.measure_steps:
+                return None
+            seconds_per_step = (time.monotonic() - self.start_time) / done
+            remaining = self.timer.time_remaining("train") or 0.0
+            bound = min(bound, trainer.global_step + remaining / seconds_per_step)
+        return int(bound) if math.isfinite(bound) else None
+
+    def replan(self, trainer: pl.Trainer) -> None:
+        """Lay the schedules over the current plan and log it once, and when warmup is cut."""
+        planned = self.planned_steps(trainer)
+        if self.timer is not None:  # measured per process: every process follows the first one's plan
+            planned = trainer.strategy.broadcast(planned, src=0)
+        if planned is None or planned == self.planned:
+            return
+        self.planned = planned
+        shortened = [schedule for schedule in self.schedules if schedule.plan(planned, self.max_warmup_fraction)]
+        for scheduler in self.schedulers:  # the rate in force now follows the new plan
+            rates = [base * schedule(scheduler.last_epoch) for base, schedule in zip(scheduler.base_lrs, scheduler.lr_lambdas)]
+            for group, rate in zip(scheduler.optimizer.param_groups, rates):
+                group["lr"] = rate
+            scheduler._last_lr = rates  # what get_last_lr() and the LR monitor report
+        if self.announced:
+            return
+        self.announced = True
+        kind = "estimated from the time budget" if self.timer is not None else "planned"
+        log.info("learning-rate schedule laid over %d %s optimizer steps", planned, kind)
+        for schedule in shortened:
+            log.info(
+                "note: warmup shortened from %d to %d steps, %.0f%% of the planned steps (budget.max_warmup_fraction)",
+                schedule.requested_warmup, schedule.warmup_steps, 100 * self.max_warmup_fraction,
+            )

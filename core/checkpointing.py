@@ -1,0 +1,68 @@
+"""Checkpoints that survive a killed run: atomic writes, and ``last.ckpt`` written during epochs.
+
+Lightning's ``TorchCheckpointIO`` serializes into a temporary file under the system temp
+directory and moves it over the target. When that directory is on another file system than the
+run (node-local ``/tmp``, a network run directory), the move is a copy in place, and a job killed
+during it leaves a truncated ``last.ckpt`` behind; the full checkpoint also has to fit in
+``/tmp``. :class:`AtomicCheckpointIO` writes beside the target and renames, which is atomic on
+one file system: a reader sees the previous checkpoint or the new one, never half of one.
+
+:func:`periodic_last_checkpoint` adds the second half of "lose at most a set interval": the
+epoch-end ``last.ckpt`` is also rewritten every few minutes or steps, so a run killed in the
+middle of a long epoch resumes from there (``ckpt_path=.../checkpoints/last.ckpt``).
+"""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from typing import Any
+
+import torch
+from lightning.fabric.utilities.types import _PATH
+from lightning.pytorch.callbacks import ModelCheckpoint
+from lightning.pytorch.plugins.io import TorchCheckpointIO
+
+from core.atomic import atomic_path
+from core.errors import InputError
+
+
+class AtomicCheckpointIO(TorchCheckpointIO):
+    """``TorchCheckpointIO`` whose local writes go to a hidden temporary file in the checkpoint's
+    own directory, flushed to disk, then renamed over the target (:func:`core.atomic.atomic_path`). Remote paths
+    (``s3://...``) keep Lightning's own writer."""
+
+    def save_checkpoint(self, checkpoint: dict[str, Any], path: _PATH, storage_options: Any | None = None) -> None:
+        if storage_options is not None or "://" in str(path):
+            super().save_checkpoint(checkpoint, path, storage_options)
+            return
+        with atomic_path(path) as temporary, temporary.open("wb") as file:
+            torch.save(checkpoint, file)
+
+
+def periodic_last_checkpoint(
+    dirpath: str,
+    every_n_minutes: float | None = 10.0,
+    every_n_train_steps: int | None = None,
+    filename: str = "last",
+) -> ModelCheckpoint:
+    """A ``ModelCheckpoint`` that rewrites ``{dirpath}/{filename}.ckpt`` every ``every_n_train_steps``
+    optimizer steps when that is set, else every ``every_n_minutes`` of training.
+
+    It complements the epoch-end ``last.ckpt`` (a separate callback, since Lightning takes one
+    trigger per ``ModelCheckpoint``): with short epochs it only adds a write per interval, with
+    long ones it bounds the work a killed run loses. The checkpoint holds the loop's position in the
+    epoch, so resuming from it ends after the same number of optimizer steps as a run that was
+    never stopped.
+    """
+    if every_n_train_steps is not None:
+        trigger: dict[str, Any] = {"every_n_train_steps": every_n_train_steps}
+    elif every_n_minutes is not None:
+        trigger = {"train_time_interval": timedelta(minutes=every_n_minutes)}
+    else:
+        raise InputError(
+            "callbacks.periodic_checkpoint needs every_n_minutes or every_n_train_steps; "
+            "use callbacks.periodic_checkpoint=null to turn periodic checkpoints off"
+        )
+    return ModelCheckpoint(
+        dirpath=dirpath, filename=filename, monitor=None, save_top_k=1, enable_version_counter=False, **trigger
+    )

@@ -1,0 +1,58 @@
+"""The learning-rate schedule laid over the run's budget, through the real runner and Trainer."""
+
+import csv
+import json
+import logging
+from pathlib import Path
+
+import pytest
+
+import core
+from core.runner import train
+from tests.core.test_runner import tiny_config
+
+
+def logged_rates(output_dir: Path) -> list[tuple[int, float]]:
+    """(step, learning rate) rows of the CSV logger's metrics file."""
+    (metrics_file,) = output_dir.rglob("metrics.csv")
+    with metrics_file.open() as file:
+        return [(int(row["step"]), float(row["lr-AdamW"])) for row in csv.DictReader(file) if row.get("lr-AdamW")]
+
+
+def test_epoch_budget_caps_warmup_and_decays_to_its_end(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    with caplog.at_level(logging.INFO, logger="core.budget"):
+        train(tiny_config(tmp_path, "trainer.max_epochs=5", "+module.warmup_steps=100"))  # 4 steps an epoch
+    assert "warmup shortened from 100 to 2 steps" in caplog.text  # 10% of 20 planned steps
+    rates = logged_rates(tmp_path)
+    assert rates[0] == (0, pytest.approx(3e-3 / 2))
+    assert max(rate for _, rate in rates) == pytest.approx(3e-3)
+    assert rates[-1][0] == 19 and rates[-1][1] < 3e-3 * 0.01
+
+
+def test_max_steps_inside_an_epoch_validates_and_checkpoints_the_final_weights(tmp_path: Path) -> None:
+    train(tiny_config(tmp_path, "trainer.max_epochs=5", "trainer.max_steps=6"))  # stops in epoch 2
+    checkpoints = tmp_path / "checkpoints"
+    assert core.load_checkpoint(checkpoints / "last.ckpt")["global_step"] == 6
+    (metrics_file,) = tmp_path.rglob("metrics.csv")
+    with metrics_file.open() as file:
+        validated_at = [int(row["step"]) for row in csv.DictReader(file) if row.get("val/acc")]
+    assert validated_at[-1] == 5  # the validation after the 6th optimizer step (0-based step 5)
+    assert logged_rates(tmp_path)[-1][1] < 3e-3 * 0.1
+
+
+def test_time_budget_ends_mid_epoch_and_anneals_over_its_time(tmp_path: Path) -> None:
+    overrides = [
+        "trainer.max_epochs=-1",
+        "trainer.max_time={seconds: 4}",
+        "+module.step_seconds=0.1",
+        "+module.warmup_steps=1000",
+        "+data.size=4096",  # 256 steps an epoch: the budget ends inside the first epoch
+    ]
+    train(tiny_config(tmp_path, *overrides))
+    metrics = json.loads((tmp_path / "metrics.json").read_text())
+    assert {"val/acc", "test/acc"} <= metrics.keys()
+    steps = core.load_checkpoint(tmp_path / "checkpoints" / "last.ckpt")["global_step"]
+    assert 10 <= steps < 256
+    rates = logged_rates(tmp_path)
+    assert max(rate for _, rate in rates) > 0.9 * 3e-3  # the warmup of 1000 steps cut to fit the time
+    assert rates[-1][1] < 0.3 * 3e-3  # annealed by the end of the time budget

@@ -1,0 +1,116 @@
+"""Config validation on the real composed configs: every shipped preset passes, bad values are
+refused naming the key and the fix, and the check runs before any data is prepared."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from hydra import compose, initialize_config_dir
+from omegaconf import DictConfig
+
+from core.errors import InputError
+from core.runner import train
+from core.validation import CHOICES, PRECISIONS, validate_config
+
+CONF = Path(__file__).resolve().parents[2] / "conf"
+
+
+def config(name: str, *overrides: str) -> DictConfig:
+    with initialize_config_dir(config_dir=str(CONF), version_base="1.3"):
+        return compose(name, overrides=["paths.output_dir=/unused", *overrides])
+
+
+def options(group: str) -> list[str]:
+    return sorted(path.stem for path in (CONF / group).glob("*.yaml"))
+
+
+@pytest.fixture(scope="module")
+def local_data(tmp_path_factory: pytest.TempPathFactory) -> dict[str, tuple[str, ...]]:
+    """Overrides that point the data presets needing local files at files that exist."""
+    root = tmp_path_factory.mktemp("data")
+    (root / "images" / "train").mkdir(parents=True)
+    (root / "corpus.tsv").write_text("ein Haus\ta house\n")
+    return {
+        "imagefolder": (f"data.root={root / 'images'}",),
+        "files": (f"data.train={root / 'corpus.tsv'}", f"data.val={root / 'corpus.tsv'}"),
+        "hf": ("data.dataset=some/corpus",),
+    }
+
+
+def test_every_shipped_preset_passes(local_data: dict[str, tuple[str, ...]]) -> None:
+    """Each model, data, experiment and trainer option of each head (the others at their defaults)."""
+    checked = {"vision": 0, "nlp": 0}
+    for head, prefix in (("vision", "vit_"), ("nlp", "transformer_")):
+        candidates = [config(head, f"data={data}", *local_data.get(data, ())) for data in options("data")]
+        candidates += [config(head, f"experiment={experiment}") for experiment in options("experiment")]
+        candidates += [config(head, f"model={model}") for model in options("model") if model.startswith(prefix)]
+        candidates += [config(head, f"trainer={trainer}") for trainer in options("trainer")]
+        for cfg in candidates:
+            if cfg.data._target_.startswith(f"{head}.") and cfg.model._target_.startswith(f"{head}."):
+                validate_config(cfg)
+                checked[head] += 1
+    assert checked["vision"] >= 14 and checked["nlp"] >= 14, checked
+
+
+@pytest.mark.parametrize(
+    ("head", "overrides", "message"),
+    [
+        ("vision", ["data.batch_size=0"], "data.batch_size must be a whole number of at least 1, got 0"),
+        ("vision", ["data.batch_size=abc"], "data.batch_size must be a whole number of at least 1, got 'abc'"),
+        ("vision", ["module.lr=0"], "module.lr must be a number above 0, got 0"),
+        ("vision", ["model.img_size=30"], "model.img_size=30 is not a multiple of model.patch_size=4.*model.img_size=32"),
+        ("vision", ["model.num_heads=5"], "model.dim=192 is not divisible by model.num_heads=5.*model.num_heads=4"),
+        ("vision", ["model.pool=max"], "model.pool must be one of cls, mean, got 'max'"),
+        ("vision", ["data.crop=center"], "data.crop must be one of pad, random_resized, auto, got 'center'"),
+        ("vision", ["data.batch_size=33"], "data.batch_size=33 must be even.*data.batch_size=34"),
+        ("vision", ["trainer.precision=bf17"], "trainer.precision must be a precision Lightning knows"),
+        ("vision", ["trainer.max_time=10min"], "trainer.max_time must be null or a duration"),
+        ("vision", ["data=imagefolder"], "data=imagefolder needs data.root"),
+        ("vision", ["data=imagefolder", "data.root=/no/such/dir"], "data.root=/no/such/dir is not a directory"),
+        ("vision", ["ckpt_path=/no/such.ckpt"], "ckpt_path=/no/such.ckpt is missing"),
+        ("vision", ["callbacks.periodic_checkpoint.every_n_train_steps=0"], "every_n_train_steps must be a whole number"),
+        ("nlp", ["data=files"], "data=files needs data.train=PATH"),
+        ("nlp", ["data=files", "data.train=/no.tsv", "data.val=/no.tsv"], "data.train=/no.tsv is neither a file nor a prefix"),
+        ("nlp", ["data.max_tokens=-5"], "data.max_tokens must be a whole number of at least 1, got -5"),
+        ("nlp", ["model.activation=tanh"], "model.activation must be one of relu, gelu"),
+        ("nlp", ["module.betas=[0.9,1.5]"], r"module.betas must be two numbers in \[0, 1\)"),
+        ("nlp", ["data.corpus=web"], "data.corpus must be one of toy, files, hf"),
+        ("nlp", ["model.max_len=1"], "model.max_len must be a whole number of at least 2"),
+    ],
+)
+def test_bad_values_name_the_key_and_the_fix(head: str, overrides: list[str], message: str) -> None:
+    with pytest.raises(InputError, match=message):
+        validate_config(config(head, *overrides))
+
+
+def test_choices_are_the_ones_the_code_accepts() -> None:
+    import typing
+
+    from lightning.fabric.connector import _PRECISION_INPUT
+
+    from core.feedforward import ACTIVATIONS
+    from nlp.datamodule import CORPORA
+    from vision.model import POOLS, POS_EMBEDS
+    from vision.recipe import AUTO
+    from vision.transforms import CROPS
+
+    assert CHOICES == {
+        "model.pool": POOLS,
+        "model.pos_embed": POS_EMBEDS,
+        "model.activation": tuple(ACTIVATIONS),
+        "data.crop": (*CROPS, AUTO),
+        "data.corpus": CORPORA,
+    }
+
+    def literals(kind: object) -> list[object]:
+        return [value for arg in typing.get_args(kind) for value in (literals(arg) if typing.get_args(arg) else [arg])]
+
+    assert sorted(map(repr, PRECISIONS)) == sorted(map(repr, literals(_PRECISION_INPUT)))
+
+
+def test_validation_comes_before_any_download(tmp_path: Path) -> None:
+    cfg = config("vision", f"data.root={tmp_path / 'cifar'}", "data.batch_size=0", f"paths.output_dir={tmp_path / 'run'}")
+    with pytest.raises(InputError, match="data.batch_size"):
+        train(cfg)
+    assert not (tmp_path / "cifar").exists() and not (tmp_path / "run").exists()

@@ -20,6 +20,7 @@ from PIL import Image
 from torch.utils.data import Dataset
 from torchvision import datasets
 
+from core.errors import InputError
 from vision.datamodule import ImageDataModule, ImageSplits
 
 # The only globals a pickled numpy array refers to, across pickle protocols and numpy versions.
@@ -88,7 +89,9 @@ def read_cifar_file(path: Path) -> dict[str, Any]:
         try:
             return ArrayUnpickler(handle, encoding="latin1").load()
         except (pickle.UnpicklingError, EOFError, ValueError) as error:
-            raise ValueError(f"{path} is not a CIFAR python-format file ({error})") from None
+            raise InputError(
+                f"{path} is not a CIFAR python-format file ({error}); replace it with the file of the release"
+            ) from None
 
 
 def missing_files(root: Path, layout: CifarLayout) -> list[Path]:
@@ -107,7 +110,7 @@ def read_cifar(root: Path, layout: CifarLayout, files: tuple[str, ...]) -> tuple
         data = np.asarray(batch.get("data"))
         batch_labels = list(batch.get(layout.label_key, []))
         if data.dtype != np.uint8 or data.ndim != 2 or data.shape[1] != 3 * 32 * 32 or len(batch_labels) != len(data):
-            raise ValueError(
+            raise InputError(
                 f"{path} does not hold CIFAR data: expected 'data' uint8 [N, 3072] and N "
                 f"'{layout.label_key}', got {data.dtype} {list(data.shape)} and {len(batch_labels)} labels"
             )
@@ -155,7 +158,7 @@ class CIFARDataModule(ImageDataModule):
         **kwargs: Any,
     ) -> None:
         if dataset not in LAYOUTS:
-            raise ValueError(f"unknown CIFAR dataset {dataset!r}; choose one of {sorted(LAYOUTS)}")
+            raise InputError(f"data.dataset={dataset!r} is not a CIFAR release; choose one of {sorted(LAYOUTS)}")
         dataset_mean, dataset_std = self.STATS[dataset]
         super().__init__(mean=dataset_mean if mean is None else mean, std=dataset_std if std is None else std, **kwargs)
         self.dataset = dataset
@@ -177,13 +180,13 @@ class CIFARDataModule(ImageDataModule):
         if not missing_files(root, self.layout):
             return
         if not self.download:
-            raise FileNotFoundError(
+            raise InputError(
                 f"{self.dataset} not found under {root.resolve()} and data.download=false; {self.where_to_put()}"
             )
         try:
             self.layout.downloader(str(root), train=True, download=True)
         except (OSError, RuntimeError) as error:
-            raise FileNotFoundError(
+            raise InputError(
                 f"{self.dataset} is not under {root.resolve()} and downloading it failed ({error}); "
                 f"{self.where_to_put()}"
             ) from None
@@ -193,7 +196,7 @@ class CIFARDataModule(ImageDataModule):
         root = Path(self.root)
         missing = missing_files(root, self.layout)
         if missing:
-            raise FileNotFoundError(
+            raise InputError(
                 f"{self.dataset} files missing under {root.resolve()}: {[str(p.name) for p in missing]}; "
                 f"{self.where_to_put()}"
             )
@@ -202,7 +205,7 @@ class CIFARDataModule(ImageDataModule):
         images, labels = read_cifar(root, self.layout, self.layout.train_files)
         test_images, test_labels = read_cifar(root, self.layout, self.layout.test_files)
         if max(labels + test_labels) >= len(class_names):
-            raise ValueError(
+            raise InputError(
                 f"{self.dataset} labels under {root.resolve()} go up to {max(labels + test_labels)} but "
                 f"{self.layout.meta_file} names {len(class_names)} classes; the files are inconsistent"
             )

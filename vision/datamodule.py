@@ -4,6 +4,7 @@ what the LightningModule needs to know about the data."""
 from __future__ import annotations
 
 import logging
+import os
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -12,9 +13,23 @@ import torch
 from lightning.pytorch import LightningDataModule
 from torch.utils.data import DataLoader, Dataset, Subset
 
-from vision.transforms import eval_transform, train_transform
+from core.errors import InputError
+from vision.recipe import AUTO, FULL_POLICY, Regularization, crop_for
+from vision.transforms import SharedValue, eval_transform, train_transform
 
 log = logging.getLogger(__name__)
+
+MAX_WORKERS = 8  # loader processes started by default: enough to feed one GPU with small images
+
+
+def is_count(value: object, least: int) -> bool:
+    """Whether ``value`` is an int (not a bool) of at least ``least``."""
+    return isinstance(value, int) and not isinstance(value, bool) and value >= least
+
+
+def usable_cpus() -> int:
+    """CPUs this process may run on (its affinity mask under taskset, cgroups or SLURM)."""
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
 
 
 @dataclass
@@ -34,7 +49,7 @@ def holdout_indices(length: int, val_size: int | float, seed: int) -> tuple[list
     count or a fraction of ``length``."""
     count = round(val_size * length) if isinstance(val_size, float) else int(val_size)
     if not 0 < count < length:
-        raise ValueError(
+        raise InputError(
             f"data.val_size={val_size} leaves no training or no validation images out of {length}; "
             "choose a count between 1 and the training set size, or a fraction in (0, 1)"
         )
@@ -49,8 +64,10 @@ class ImageDataModule(LightningDataModule):
         root: where the data lives (or is downloaded to).
         img_size: side the images are resized to (the model's ``img_size``).
         batch_size: images per training batch (per device).
-        num_workers: loader worker processes.
-        pin_memory: page-locked batches for faster host-to-GPU copies.
+        num_workers: loader worker processes; None: the usable CPUs (shared by the processes of
+            one machine, at most ``MAX_WORKERS``).
+        pin_memory: page-locked batches for faster host-to-GPU copies; None: when training on a
+            GPU.
         persistent_workers: keep workers alive across epochs (when ``num_workers > 0``).
         val_size: validation images held out of the training set when the source has no
             validation split (a count or a fraction).
@@ -58,46 +75,68 @@ class ImageDataModule(LightningDataModule):
         mean, std: normalization statistics; None uses the class's ``MEAN`` / ``STD``
             (ImageNet statistics unless a subclass knows its data's own).
         crop, auto_augment, re_prob, hflip, interpolation: training augmentation, see
-            :func:`vision.transforms.train_transform`.
+            :func:`vision.transforms.train_transform`. ``auto`` (the default) takes the crop
+            from the image size and sizes RandAugment (:data:`vision.recipe.FULL_POLICY` scaled)
+            and random erasing to the run's length (:mod:`vision.recipe`).
     """
 
     MEAN: tuple[float, float, float] = (0.485, 0.456, 0.406)
     STD: tuple[float, float, float] = (0.229, 0.224, 0.225)
+    EVAL_CROP_PCT = 1.0  # evaluation sees the whole image: the crop only trims the longer side
 
     def __init__(
         self,
         root: str = "data",
         img_size: int = 32,
         batch_size: int = 128,
-        num_workers: int = 4,
-        pin_memory: bool = True,
+        num_workers: int | None = None,
+        pin_memory: bool | None = None,
         persistent_workers: bool = True,
         val_size: int | float = 0.1,
         split_seed: int = 0,
         mean: Sequence[float] | None = None,
         std: Sequence[float] | None = None,
-        crop: str = "pad",
-        auto_augment: str | None = "rand-m9-n2-mstd0.5-inc1",
-        re_prob: float = 0.25,
+        crop: str = AUTO,
+        auto_augment: str | None = AUTO,
+        re_prob: float | str = AUTO,
         hflip: float = 0.5,
         interpolation: str = "bicubic",
     ) -> None:
         super().__init__()
+        if not is_count(batch_size, least=1):
+            raise InputError(f"data.batch_size must be a whole number of at least 1, got {batch_size!r}")
+        if num_workers is not None and not is_count(num_workers, least=0):
+            raise InputError(
+                f"data.num_workers must be a whole number of at least 0 or null (the usable CPUs), got {num_workers!r}"
+            )
         self.root = root
         self.img_size = img_size
         self.batch_size = batch_size
         self.num_workers = num_workers
         self.pin_memory = pin_memory
-        self.persistent_workers = persistent_workers and num_workers > 0
+        self.persistent_workers = persistent_workers
         self.val_size = val_size
         self.split_seed = split_seed
         self.mean = [float(v) for v in (self.MEAN if mean is None else mean)]
         self.std = [float(v) for v in (self.STD if std is None else std)]
+        self.interpolation = interpolation
+        # Auto strengths live in shared memory, so loader workers follow apply_regularization.
+        self.augment_strength = SharedValue() if auto_augment == AUTO else None
+        self.erasing = SharedValue() if re_prob == AUTO else None
         self.train_tf = train_transform(
-            img_size, self.mean, self.std, crop, auto_augment, re_prob, hflip, interpolation
+            img_size,
+            self.mean,
+            self.std,
+            crop_for(img_size) if crop == AUTO else crop,
+            FULL_POLICY if auto_augment == AUTO else auto_augment,
+            re_prob if self.erasing is None else self.erasing,
+            hflip,
+            interpolation,
+            self.augment_strength,
         )
-        self.eval_tf = eval_transform(img_size, self.mean, self.std, interpolation)
+        self.eval_tf = eval_transform(**self.eval_data_config())
         self.train_set: Dataset | None = None
+        self.train_plain_set: Dataset | None = None  # the training images with evaluation preprocessing
         self.val_set: Dataset | None = None
         self.test_set: Dataset | None = None
         self.class_names: list[str] = []
@@ -116,41 +155,83 @@ class ImageDataModule(LightningDataModule):
         if splits.val is None:
             train_idx, val_idx = holdout_indices(len(splits.train), self.val_size, self.split_seed)
             self.train_set = Subset(splits.train, train_idx)
+            self.train_plain_set = Subset(splits.train_plain, train_idx)
             self.val_set = Subset(splits.train_plain, val_idx)
         else:
-            self.train_set, self.val_set = splits.train, splits.val
+            self.train_set, self.train_plain_set, self.val_set = splits.train, splits.train_plain, splits.val
         self.test_set = splits.test
         if len(self.train_set) < self.batch_size:
-            raise ValueError(
+            raise InputError(
                 f"{len(self.train_set)} training images are fewer than data.batch_size={self.batch_size}, "
                 "so no full batch can be formed; lower data.batch_size"
             )
 
-    def module_kwargs(self) -> dict[str, Any]:
-        """What the classifier needs from the data, as plain types (stored in checkpoints)."""
+    def eval_data_config(self) -> dict[str, Any]:
+        """The evaluation preprocessing as plain data: the arguments of
+        :func:`vision.transforms.eval_transform` that build ``self.eval_tf``. Checkpoints keep it,
+        so prediction, evaluation and export preprocess exactly as validation and testing did."""
+        size = self.img_size
         return {
-            "num_classes": len(self.class_names),
-            "class_names": list(self.class_names),
+            "img_size": [int(side) for side in size] if isinstance(size, Sequence) else int(size),
+            "interpolation": self.interpolation,
+            "crop_pct": self.EVAL_CROP_PCT,
             "mean": list(self.mean),
             "std": list(self.std),
         }
 
+    def module_kwargs(self) -> dict[str, Any]:
+        """What the classifier needs from the data, as plain types (stored in checkpoints): the
+        classes and the evaluation data config."""
+        return {"num_classes": len(self.class_names), "class_names": list(self.class_names), **self.eval_data_config()}
+
+    def apply_regularization(self, settings: Regularization) -> None:
+        """Take the RandAugment strength and random-erasing probability of ``settings`` for the
+        values that are ``auto``; running loader workers see them on their next image."""
+        if self.augment_strength is not None:
+            self.augment_strength.set(settings.rand_augment)
+        if self.erasing is not None:
+            self.erasing.set(settings.re_prob)
+
+    def workers(self) -> int:
+        """Loader processes: ``num_workers``, or the usable CPUs shared by this machine's training
+        processes (at most ``MAX_WORKERS``)."""
+        if self.num_workers is not None:
+            return self.num_workers
+        processes = self.trainer.num_devices if self.trainer is not None else 1
+        return max(1, min(MAX_WORKERS, usable_cpus() // processes))
+
+    def pins_memory(self) -> bool:
+        """``pin_memory``, or whether the batches go to a GPU."""
+        if self.pin_memory is not None:
+            return self.pin_memory
+        if self.trainer is not None:
+            return self.trainer.strategy.root_device.type == "cuda"
+        return torch.cuda.is_available()
+
     def loader(self, dataset: Dataset, train: bool) -> DataLoader:
         """A loader over ``dataset``; ``train`` shuffles and drops the last partial batch."""
+        workers = self.workers()
         return DataLoader(
             dataset,
             batch_size=self.batch_size,
             shuffle=train,
             # Full batches only: Mixup/CutMix pairs each image with another of the same batch.
             drop_last=train,
-            num_workers=self.num_workers,
-            pin_memory=self.pin_memory,
-            persistent_workers=self.persistent_workers,
+            num_workers=workers,
+            pin_memory=self.pins_memory(),
+            persistent_workers=self.persistent_workers and workers > 0,
         )
 
     def train_dataloader(self) -> DataLoader:
         """Shuffled full batches of the training split."""
         return self.loader(self.train_set, train=True)
+
+    def evaluation_dataloader(self, split: str) -> DataLoader:
+        """``split`` (``train``, ``val`` or ``test``) in order with evaluation preprocessing: the
+        training images without augmentation for ``train``."""
+        if split == "train":
+            return self.loader(self.train_plain_set, train=False)
+        return getattr(self, f"{split}_dataloader")()
 
     def val_dataloader(self) -> DataLoader:
         """The validation split in order."""

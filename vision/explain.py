@@ -5,8 +5,6 @@ from __future__ import annotations
 
 import argparse
 import math
-import os
-import sys
 from pathlib import Path
 
 import torch
@@ -14,28 +12,14 @@ import torch.nn.functional as F
 from matplotlib.figure import Figure
 from torch import Tensor
 
+from core.cli import ArgumentParser, add_device_option, command, png_path
 from vision.inference import load_classifier, load_image, preprocess
 from vision.rollout import explain
 
 
-def png_path(text: str) -> Path:
-    """An argparse type: the PNG file to write. ``.png`` is added to a name without a suffix; a
-    folder or another suffix is refused, so the path printed is the file written."""
-    path = Path(text)
-    if text.endswith((os.sep, "/")) or path.is_dir():
-        raise argparse.ArgumentTypeError(f"{text} is a directory; pass a file name such as {path / 'attention.png'}")
-    if not path.suffix:
-        return path.with_suffix(".png")
-    if path.suffix.lower() != ".png":
-        raise argparse.ArgumentTypeError(
-            f"{text} has the suffix {path.suffix!r}, but the map is written as PNG; use {path.with_suffix('.png')}"
-        )
-    return path
-
-
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
     """The command line (``sys.argv[1:]`` when ``argv`` is None)."""
-    parser = argparse.ArgumentParser(prog="python -m vision.explain", description=__doc__.split("\n\n")[0])
+    parser = ArgumentParser(prog="python -m vision.explain", description=__doc__.split("\n\n")[0])
     parser.add_argument("checkpoint", help="a checkpoint written by vision.train")
     parser.add_argument("image", help="an image file")
     parser.add_argument(
@@ -44,7 +28,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         default=Path("attention.png"),
         help="PNG file to write; .png is added to a name without a suffix (default attention.png)",
     )
-    parser.add_argument("--device", default="cpu", help="torch device (default cpu)")
+    add_device_option(parser)
     return parser.parse_args(argv)
 
 
@@ -86,14 +70,12 @@ def draw(image: Tensor, rollout: Tensor, layers: list[Tensor], title: str, out: 
     figure.savefig(out, dpi=120, format="png")
 
 
+@command
 def main(argv: list[str] | None = None) -> None:
     """Write the attention maps of one image to ``--out`` and print the path written."""
     args = parse_args(argv)
-    try:
-        classifier = load_classifier(args.checkpoint, args.device)
-        batch = preprocess(classifier, [load_image(args.image)])
-    except (FileNotFoundError, ValueError) as error:
-        sys.exit(f"vision.explain: {error}")
+    classifier = load_classifier(args.checkpoint, args.device)
+    batch = preprocess(classifier, [load_image(args.image)])
     logits, rollout, layers = explain(classifier.net, batch)
     probability, index = logits.softmax(dim=-1)[0].max(dim=0)
     name = classifier.hparams.class_names[int(index)]

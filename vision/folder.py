@@ -1,28 +1,108 @@
 """Any image classification folder: ``root/train/<class>/*``, plus ``root/val/<class>/*`` and/or
-``root/test/<class>/*``."""
+``root/test/<class>/*``.
+
+Unreadable images (corrupt or truncated files, text behind an image extension) are found when the
+data is set up, not hours into a run: every file is decoded once (JPEGs at 1/8 scale, which still
+reads every byte) and converted to RGB. Up to ``max_unreadable`` of them (1% by default) are
+skipped with one warning that counts them and names the first few; more stop the run with an
+:class:`~core.errors.InputError`. An image that stops being readable later (a file replaced or a
+network share gone mid-epoch) is replaced by the next readable one with a warning naming it, so a
+long run is not lost to one file; only a run of unreadable images ends it.
+"""
 
 from __future__ import annotations
 
+import copy
+import logging
+from collections.abc import Iterable
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
+from PIL import Image
 from torchvision.datasets import ImageFolder
 from torchvision.datasets.folder import IMG_EXTENSIONS
 
-from vision.datamodule import ImageDataModule, ImageSplits
+from core.errors import InputError
+from vision.datamodule import ImageDataModule, ImageSplits, usable_cpus
+from vision.transforms import to_rgb
+
+log = logging.getLogger(__name__)
+
+# What Pillow raises for a file it cannot decode (SyntaxError is its historic "broken file").
+UNREADABLE = (OSError, SyntaxError, ValueError, EOFError, Image.DecompressionBombError)
+SHOWN = 5  # unreadable files named in a message
+MAX_SUBSTITUTES = 10  # unreadable images in a row replaced mid-epoch before the run is stopped
+
+
+def read_image(path: str | Path) -> Image.Image:
+    """An image file decoded as 8-bit RGB (:func:`vision.transforms.to_rgb`)."""
+    with Image.open(path) as image:
+        image.load()
+        return to_rgb(image)
+
+
+def unreadable_reason(path: str) -> str | None:
+    """Why ``path`` cannot be used as an image, or None when it decodes and converts to RGB."""
+    try:
+        with Image.open(path) as image:
+            image.draft("RGB", (1, 1))  # JPEG decodes at 1/8 scale, still through every byte
+            image.load()
+            to_rgb(image)
+    except UNREADABLE as error:
+        return f"{type(error).__name__}: {error}"
+    return None
+
+
+def find_unreadable(paths: list[str]) -> dict[str, str]:
+    """The paths that cannot be read, with the reason (decoded on threads: Pillow releases the
+    GIL while decoding)."""
+    with ThreadPoolExecutor(max_workers=usable_cpus()) as pool:
+        reasons = pool.map(unreadable_reason, paths)
+        return {path: reason for path, reason in zip(paths, reasons) if reason is not None}
 
 
 class FixedClassImageFolder(ImageFolder):
     """``ImageFolder`` with the class list of the training folder, so a label means the same class
-    in every split even when a validation folder lacks some class."""
+    in every split even when a validation folder lacks some class; images are read with
+    :func:`read_image`, and one that fails mid-epoch is replaced by the next readable one."""
 
     def __init__(self, root: Path, classes: list[str], transform: Any) -> None:
         self.fixed_classes = classes
-        super().__init__(str(root), transform=transform, allow_empty=True)
+        super().__init__(str(root), transform=transform, loader=read_image, allow_empty=True)
 
     def find_classes(self, directory: str) -> tuple[list[str], dict[str, int]]:
         """The fixed class list and its indices, whichever sub-folders ``directory`` holds."""
         return self.fixed_classes, {name: index for index, name in enumerate(self.fixed_classes)}
+
+    def drop(self, paths: Iterable[str]) -> None:
+        """Leave out the images at ``paths``."""
+        dropped = set(paths)
+        self.samples = [sample for sample in self.samples if sample[0] not in dropped]
+        self.imgs = self.samples
+        self.targets = [target for _, target in self.samples]
+
+    def with_transform(self, transform: Any) -> FixedClassImageFolder:
+        """The same images with another transform (no second scan of the folder)."""
+        twin = copy.copy(self)
+        twin.transform = transform
+        return twin
+
+    def __getitem__(self, index: int) -> tuple[Any, int]:
+        first = self.samples[index][0]  # IndexError past the end, as iteration expects
+        for offset in range(MAX_SUBSTITUTES + 1):
+            path, target = self.samples[(index + offset) % len(self.samples)]
+            try:
+                image = read_image(path)
+            except UNREADABLE as error:
+                reason = f"{type(error).__name__}: {error}"
+                log.warning("image %s cannot be read (%s); the next image takes its place", path, reason)
+                continue
+            return self.transform(image), target
+        raise InputError(
+            f"{MAX_SUBSTITUTES + 1} images in a row under {self.root} cannot be read (from {first}); "
+            "check that the folder is still there and readable"
+        )
 
 
 def is_image(path: Path) -> bool:
@@ -33,16 +113,16 @@ def is_image(path: Path) -> bool:
 def training_classes(train_dir: Path) -> list[str]:
     """Class names = the sub-folders of ``train_dir``; each must hold at least one image."""
     if not train_dir.is_dir():
-        raise FileNotFoundError(
+        raise InputError(
             f"no training folder {train_dir}; arrange the images as {train_dir}/<class>/<image> "
             "and pass the folder above it as data.root"
         )
     classes = sorted(entry.name for entry in train_dir.iterdir() if entry.is_dir())
     if not classes:
-        raise ValueError(f"{train_dir} has no class sub-folders; put each class's images in {train_dir}/<class>/")
+        raise InputError(f"{train_dir} has no class sub-folders; put each class's images in {train_dir}/<class>/")
     empty = [name for name in classes if not any(is_image(path) for path in (train_dir / name).rglob("*"))]
     if empty:
-        raise ValueError(
+        raise InputError(
             f"class folders {empty} under {train_dir} contain no images (extensions {', '.join(IMG_EXTENSIONS)}); "
             "add images or remove the folders"
         )
@@ -56,30 +136,76 @@ def split_folder(root: Path, split: str, classes: list[str], transform: Any) -> 
         return None
     unknown = sorted(entry.name for entry in directory.iterdir() if entry.is_dir() and entry.name not in classes)
     if unknown:
-        raise ValueError(
+        raise InputError(
             f"{directory} has classes {unknown} that {root / 'train'} lacks; the splits must share classes"
         )
     dataset = FixedClassImageFolder(directory, classes, transform)
     if len(dataset) == 0:
-        raise ValueError(f"{directory} holds no images; add images to {directory}/<class>/ or remove the folder")
+        raise InputError(f"{directory} holds no images; add images to {directory}/<class>/ or remove the folder")
     return dataset
+
+
+def skip_unreadable(datasets: list[FixedClassImageFolder], root: Path, max_unreadable: float) -> None:
+    """Decode every image of ``datasets``; drop the unreadable ones with a warning, or raise
+    :class:`InputError` when they are more than ``max_unreadable`` of all."""
+    paths = [path for dataset in datasets for path, _ in dataset.samples]
+    unreadable = find_unreadable(paths)
+    if not unreadable:
+        return
+    named = "; ".join(f"{path} ({reason})" for path, reason in list(unreadable.items())[:SHOWN])
+    share = len(unreadable) / len(paths)
+    counted = f"{len(unreadable)} of {len(paths)} images under {root} ({share:.2%}) cannot be read"
+    if share > max_unreadable:
+        raise InputError(
+            f"{counted}, more than data.max_unreadable={max_unreadable:g}: {named}; "
+            "repair or delete them, or raise data.max_unreadable to skip them"
+        )
+    log.warning("%s and are skipped (data.max_unreadable=%g): %s", counted, max_unreadable, named)
+    for dataset in datasets:
+        dataset.drop(unreadable)
+        if len(dataset) == 0:
+            raise InputError(f"{dataset.root} holds no readable image; add images or remove the folder")
 
 
 class ImageFolderDataModule(ImageDataModule):
     """Images arranged by class in folders. Without ``val/``, a validation split is held out of
     ``train/`` (``val_size``); without ``test/``, testing uses the validation split.
 
-    Takes the :class:`ImageDataModule` arguments; ``root`` is the folder holding ``train/``.
+    Args:
+        check_images: decode every image at setup and skip the unreadable ones (see the module
+            docstring); off, a file is first read when a batch needs it.
+        max_unreadable: the largest fraction of unreadable images that is skipped rather than
+            refused.
+        **kwargs: :class:`ImageDataModule` arguments; ``root`` is the folder holding ``train/``.
     """
+
+    def __init__(self, check_images: bool = True, max_unreadable: float = 0.01, **kwargs: Any) -> None:
+        if not 0 <= max_unreadable <= 1:
+            raise InputError(f"data.max_unreadable must be a fraction in [0, 1], got {max_unreadable}")
+        super().__init__(**kwargs)
+        self.check_images = check_images
+        self.max_unreadable = max_unreadable
 
     def load_splits(self) -> ImageSplits:
         """``train/``, and ``val/`` and ``test/`` where present, labelled by the training classes."""
         root = Path(self.root)
         classes = training_classes(root / "train")
+        train = FixedClassImageFolder(root / "train", classes, self.train_tf)
+        val = split_folder(root, "val", classes, self.eval_tf)
+        test = split_folder(root, "test", classes, self.eval_tf)
+        if self.check_images:
+            present = [dataset for dataset in (train, val, test) if dataset is not None]
+            skip_unreadable(present, root, self.max_unreadable)
+            lost = sorted(set(classes) - {classes[target] for target in train.targets})
+            if lost:
+                raise InputError(
+                    f"class folders {lost} under {root / 'train'} hold no readable image; "
+                    "add images or remove the folders"
+                )
         return ImageSplits(
-            train=FixedClassImageFolder(root / "train", classes, self.train_tf),
-            train_plain=FixedClassImageFolder(root / "train", classes, self.eval_tf),
-            val=split_folder(root, "val", classes, self.eval_tf),
-            test=split_folder(root, "test", classes, self.eval_tf),
+            train=train,
+            train_plain=train.with_transform(self.eval_tf),
+            val=val,
+            test=test,
             class_names=classes,
         )

@@ -1,17 +1,25 @@
-"""Using a trained checkpoint: rebuild the classifier and preprocess image files the way it was
-evaluated."""
+"""Using a trained checkpoint: rebuild the classifier and preprocess image files exactly as its
+datamodule preprocessed the validation and test images (timm keeps the data config with the
+weights; so do our checkpoints)."""
 
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import torch
-from PIL import Image, UnidentifiedImageError
+from PIL import Image
 from torch import Tensor
+from torchvision import transforms as T
 
 from core import load_module
+from core.errors import InputError
+from vision.folder import UNREADABLE, read_image
 from vision.module import ImageClassifier
 from vision.transforms import eval_transform
+
+# The evaluation data config: the arguments of eval_transform, stored as classifier hyperparameters.
+DATA_CONFIG_KEYS = ("img_size", "interpolation", "crop_pct", "mean", "std")
 
 
 def load_classifier(checkpoint: str | Path, device: str = "cpu") -> ImageClassifier:
@@ -20,21 +28,36 @@ def load_classifier(checkpoint: str | Path, device: str = "cpu") -> ImageClassif
 
 
 def load_image(path: str | Path) -> Image.Image:
-    """An image file as RGB, with an error naming the file when it is missing or unreadable."""
+    """An image file decoded as the image-folder datamodule decodes its files
+    (:func:`vision.folder.read_image`: 8-bit RGB, transparency over white), with an error naming
+    the file when it is missing or unreadable."""
     path = Path(path)
     if not path.is_file():
         raise FileNotFoundError(f"image {path} does not exist")
     try:
-        with Image.open(path) as image:
-            return image.convert("RGB")
-    except (UnidentifiedImageError, OSError) as error:
-        raise ValueError(f"{path} is not a readable image ({error})") from None
+        return read_image(path)
+    except UNREADABLE as error:
+        raise InputError(
+            f"{path} is not a readable image ({type(error).__name__}: {error}); pass a file Pillow can open"
+        ) from None
+
+
+def data_config(classifier: ImageClassifier) -> dict[str, Any]:
+    """The evaluation data config stored with the classifier (image size, interpolation, crop
+    fraction, mean and std): what its datamodule's
+    :meth:`~vision.datamodule.ImageDataModule.eval_data_config` returned at training time."""
+    return {key: classifier.hparams[key] for key in DATA_CONFIG_KEYS}
+
+
+def image_transform(classifier: ImageClassifier) -> T.Compose:
+    """PIL image -> normalized tensor [3, H, W]: the datamodule's evaluation transform, rebuilt
+    from the checkpoint's data config."""
+    return eval_transform(**data_config(classifier))
 
 
 def preprocess(classifier: ImageClassifier, images: list[Image.Image]) -> Tensor:
-    """Images -> the normalized batch [B, 3, H, W] at the model's size, on its device."""
-    hparams = classifier.hparams
-    transform = eval_transform(classifier.net.img_size, hparams.mean, hparams.std)
+    """Images -> the normalized batch [B, 3, H, W] the classifier was evaluated on, on its device."""
+    transform = image_transform(classifier)
     batch = torch.stack([transform(image) for image in images])
     return batch.to(classifier.device)
 

@@ -26,6 +26,9 @@ class VisionTransformer(nn.Module):
     """ViT (Eq. 1-4 of Dosovitskiy et al.): ``z_0 = [x_class; x_p E] + E_pos``, L pre-norm encoder
     layers, ``y = LN(z_L^0)`` and a linear head.
 
+    The defaults are the ``vit_tiny`` preset (``conf/model/vit_tiny.yaml``, the ViT baseline for
+    32px images of Lee et al. 2021) with a ten-class head.
+
     Args:
         img_size: training image size (int or (height, width)).
         patch_size: patch side P (4 for 32px CIFAR images, 16 for 224px ImageNet ones).
@@ -57,7 +60,7 @@ class VisionTransformer(nn.Module):
         num_classes: int = 10,
         dim: int = 192,
         depth: int = 9,
-        num_heads: int = 3,
+        num_heads: int = 12,
         mlp_ratio: float = 2.0,
         pool: str = "cls",
         pos_embed: str = "learned",

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Sequence
+from dataclasses import asdict
 from typing import Any
 
 import torch
@@ -18,7 +19,19 @@ from torchmetrics import MetricCollection
 from torchmetrics.classification import MulticlassAccuracy
 
 from core import warmup_cosine
+from core.budget import stepping_bound
+from core.errors import InputError
+from core.regularization import DropPath
 from vision.model import VisionTransformer
+from vision.recipe import (
+    AUTO,
+    FULL_CUTMIX_ALPHA,
+    FULL_DROP_PATH,
+    FULL_MIXUP_ALPHA,
+    Regularization,
+    planned_epochs,
+    regularization,
+)
 from vision.timm_weights import read_timm_checkpoint
 
 log = logging.getLogger(__name__)
@@ -37,12 +50,18 @@ def accuracy_metrics(num_classes: int) -> MetricCollection:
 class ImageClassifier(LightningModule):
     """A ViT image classifier.
 
+    The defaults are the recipe of ``conf/vision.yaml`` (its ``module`` section), except that
+    Mixup and CutMix stay off unless asked for.
+
     Args:
         model: :class:`VisionTransformer` arguments (the ``model`` config group); ``num_classes``
             comes from the data.
         num_classes: classes of the dataset.
         class_names: their names, kept in the checkpoint for prediction.
-        mean, std: the normalization the model was trained with, kept for prediction.
+        mean, std, img_size, interpolation, crop_pct: the evaluation data config
+            (:meth:`vision.datamodule.ImageDataModule.eval_data_config`, the arguments of
+            :func:`vision.transforms.eval_transform`), kept in the checkpoint so that prediction
+            preprocesses images as validation did; ``img_size`` None is the model's.
         lr: peak AdamW learning rate (after warmup).
         weight_decay: AdamW decoupled weight decay; norms, biases, ``pos_embed`` and
             ``cls_token`` are exempt.
@@ -50,8 +69,10 @@ class ImageClassifier(LightningModule):
         warmup_epochs: linear warmup length in epochs (fractions allowed).
         min_lr_ratio: final learning rate of the cosine decay, relative to ``lr``.
         label_smoothing: target smoothing epsilon (Szegedy et al. 2016).
-        mixup_alpha: Mixup (Zhang et al. 2018) Beta(alpha, alpha) parameter; 0 = off.
-        cutmix_alpha: CutMix (Yun et al. 2019) Beta parameter; 0 = off.
+        mixup_alpha: Mixup (Zhang et al. 2018) Beta(alpha, alpha) parameter; 0 = off; ``auto``
+            sized to the run's length by :func:`vision.recipe.regularization`, as is
+            ``model["drop_path"]`` when ``auto``.
+        cutmix_alpha: CutMix (Yun et al. 2019) Beta parameter; 0 = off; ``auto`` as above.
         mixup_prob: probability of mixing a batch at all.
         mixup_switch_prob: probability of CutMix instead of Mixup when both are on.
         pretrained: a timm checkpoint file loaded into the model when fitting starts (resampling
@@ -67,14 +88,17 @@ class ImageClassifier(LightningModule):
         class_names: Sequence[str] | None = None,
         mean: Sequence[float] = (0.5, 0.5, 0.5),
         std: Sequence[float] = (0.5, 0.5, 0.5),
+        img_size: int | Sequence[int] | None = None,
+        interpolation: str = "bicubic",
+        crop_pct: float = 1.0,
         lr: float = 1e-3,
         weight_decay: float = 0.05,
         betas: Sequence[float] = (0.9, 0.999),
-        warmup_epochs: float = 5.0,
+        warmup_epochs: float = 10.0,
         min_lr_ratio: float = 0.01,
         label_smoothing: float = 0.1,
-        mixup_alpha: float = 0.0,
-        cutmix_alpha: float = 0.0,
+        mixup_alpha: float | str = 0.0,
+        cutmix_alpha: float | str = 0.0,
         mixup_prob: float = 1.0,
         mixup_switch_prob: float = 0.5,
         pretrained: str | None = None,
@@ -83,23 +107,36 @@ class ImageClassifier(LightningModule):
         # Checkpoints are read with weights_only=True, so hyperparameters must be plain types.
         class_names = [str(name) for name in class_names] if class_names else [str(i) for i in range(num_classes)]
         mean, std, betas = [float(v) for v in mean], [float(v) for v in std], [float(v) for v in betas]
+        # An auto drop path builds the stochastic-depth layers at the full rate; the rule scales them.
+        full_depth = {"drop_path": FULL_DROP_PATH} if model.get("drop_path") == AUTO else {}
+        self.net = VisionTransformer(**{**model, "num_classes": num_classes, **full_depth})
+        self.full_drop_rates = {
+            name: layer.p for name, layer in self.net.named_modules() if isinstance(layer, DropPath)
+        }
+        img_size = list(self.net.img_size) if img_size is None else img_size
+        img_size = [int(side) for side in img_size] if isinstance(img_size, Sequence) else int(img_size)
         self.save_hyperparameters()
-        self.net = VisionTransformer(**{**model, "num_classes": num_classes})
+        alphas = (
+            FULL_MIXUP_ALPHA if mixup_alpha == AUTO else mixup_alpha,
+            FULL_CUTMIX_ALPHA if cutmix_alpha == AUTO else cutmix_alpha,
+        )
         self.mixup = (
             Mixup(
-                mixup_alpha=mixup_alpha,
-                cutmix_alpha=cutmix_alpha,
+                mixup_alpha=alphas[0],
+                cutmix_alpha=alphas[1],
                 prob=mixup_prob,
                 switch_prob=mixup_switch_prob,
                 label_smoothing=label_smoothing,
                 num_classes=num_classes,
             )
-            if mixup_alpha > 0 or cutmix_alpha > 0
+            if max(alphas) > 0
             else None
         )
-        if self.mixup is not None:
-            self.train_loss: nn.Module = SoftTargetCrossEntropy()
-        elif label_smoothing > 0:
+        # Auto mixing waits for apply_regularization, at the start of the first epoch.
+        self.mixing = self.mixup is not None and AUTO not in (mixup_alpha, cutmix_alpha)
+        self.regularization: Regularization | None = None
+        self.mix_loss = SoftTargetCrossEntropy()
+        if label_smoothing > 0:
             self.train_loss = LabelSmoothingCrossEntropy(label_smoothing)
         else:
             self.train_loss = nn.CrossEntropyLoss()
@@ -116,6 +153,34 @@ class ImageClassifier(LightningModule):
             skipped = self.net.load_timm_state_dict(read_timm_checkpoint(self.hparams.pretrained))
             log.info("loaded %s%s", self.hparams.pretrained, f"; new {skipped}" if skipped else "")
 
+    def on_train_epoch_start(self) -> None:
+        """Size the ``auto`` regularization, here and in the datamodule, to the run's planned
+        epochs (:mod:`vision.recipe`); log it when it changes."""
+        epochs = planned_epochs(self.trainer)
+        settings = regularization(epochs)
+        self.apply_regularization(settings)
+        if hasattr(self.trainer.datamodule, "apply_regularization"):
+            self.trainer.datamodule.apply_regularization(settings)
+        if settings != self.regularization:
+            values = ", ".join(f"{key} {value:.3g}" for key, value in asdict(settings).items())
+            log.info("regularization for %.3g planned epochs (values left at auto follow it): %s", epochs, values)
+            self.regularization = settings
+
+    def apply_regularization(self, settings: Regularization) -> None:
+        """Take the Mixup/CutMix alphas and the drop path of ``settings`` for the values that
+        are ``auto`` (stochastic depth keeps its linear rise over the layers)."""
+        if self.hparams.model.get("drop_path") == AUTO:
+            for name, layer in self.net.named_modules():
+                if isinstance(layer, DropPath):
+                    layer.p = self.full_drop_rates[name] * settings.drop_path / FULL_DROP_PATH
+        if self.mixup is None or AUTO not in (self.hparams.mixup_alpha, self.hparams.cutmix_alpha):
+            return
+        if self.hparams.mixup_alpha == AUTO:
+            self.mixup.mixup_alpha = settings.mixup_alpha
+        if self.hparams.cutmix_alpha == AUTO:
+            self.mixup.cutmix_alpha = settings.cutmix_alpha
+        self.mixing = self.mixup.mixup_alpha > 0 or self.mixup.cutmix_alpha > 0
+
     def count_items(self, batch: tuple[Tensor, Tensor]) -> int:
         """Images in a training batch (the throughput unit)."""
         return batch[0].shape[0]
@@ -123,11 +188,13 @@ class ImageClassifier(LightningModule):
     def training_step(self, batch: tuple[Tensor, Tensor], batch_idx: int) -> Tensor:
         """Cross-entropy on the batch, after Mixup/CutMix when enabled (soft targets)."""
         images, targets = batch
-        if self.mixup is not None:
+        if self.mixing:
             if images.shape[0] % 2:
-                raise ValueError(f"Mixup/CutMix pairs images, so data.batch_size must be even, got {images.shape[0]}")
+                raise InputError(f"Mixup/CutMix pairs images, so data.batch_size must be even, got {images.shape[0]}")
             images, targets = self.mixup(images, targets)  # targets: soft [B, num_classes]
-        loss = self.train_loss(self.net(images), targets)
+            loss = self.mix_loss(self.net(images), targets)
+        else:
+            loss = self.train_loss(self.net(images), targets)
         self.log("train/loss", loss, prog_bar=True)
         return loss
 
@@ -149,14 +216,15 @@ class ImageClassifier(LightningModule):
 
     def configure_optimizers(self) -> dict[str, Any]:
         """AdamW (no weight decay on biases, norms, the class token and position embeddings) with a
-        per-step linear warmup and cosine decay."""
+        per-step linear warmup and cosine decay, laid over the run's budget by
+        :class:`core.budget.TrainingBudget` (which also caps the warmup)."""
         groups = param_groups_weight_decay(
             self.net, self.hparams.weight_decay, no_weight_decay_list=self.net.no_weight_decay()
         )
         optimizer = torch.optim.AdamW(groups, lr=self.hparams.lr, betas=tuple(self.hparams.betas))
-        total_steps = max(1, int(self.trainer.estimated_stepping_batches))
-        # estimated_stepping_batches has sized the train loader, so an epoch's step count is known.
+        total_steps = stepping_bound(self.trainer)  # the budget callback refines it for max_time
+        # stepping_bound has sized the train loader, so an epoch's step count is known.
         steps_per_epoch = max(1, self.trainer.num_training_batches // self.trainer.accumulate_grad_batches)
-        warmup_steps = min(round(self.hparams.warmup_epochs * steps_per_epoch), total_steps)
+        warmup_steps = round(self.hparams.warmup_epochs * steps_per_epoch)
         scheduler = warmup_cosine(optimizer, warmup_steps, total_steps, self.hparams.min_lr_ratio)
         return {"optimizer": optimizer, "lr_scheduler": {"scheduler": scheduler, "interval": "step"}}

@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-import hydra
 from omegaconf import DictConfig
 
+from core.cli import hydra_app
 from core.runner import train
 
 
-@hydra.main(version_base="1.3", config_path="../conf", config_name="vision")
+@hydra_app("vision")
 def main(cfg: DictConfig) -> float | None:
     """Train and test with the composed config; returns ``optimized_metric`` for sweeps."""
     return train(cfg)

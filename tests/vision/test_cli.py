@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib
+import json
 from pathlib import Path
 
 import matplotlib
@@ -84,3 +85,60 @@ def test_importing_explain_keeps_the_plotting_backend() -> None:
         assert matplotlib.get_backend() == "svg"
     finally:
         matplotlib.use(before)
+
+
+def test_predict_streams_the_images_in_batches_in_order(
+    checkpoint: str, tmp_path: Path, capsys: pytest.CaptureFixture, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    images = [str(write_image(tmp_path / f"{index}.png", size=(20 + index, 30))) for index in range(5)]
+    batches: list[int] = []
+    real_preprocess = predict.preprocess
+
+    def recording_preprocess(classifier: ImageClassifier, loaded: list) -> torch.Tensor:
+        batches.append(len(loaded))
+        return real_preprocess(classifier, loaded)
+
+    monkeypatch.setattr(predict, "preprocess", recording_preprocess)
+    predict.main([checkpoint, *images, "--batch-size", "2", "--json", "--top-k", "2", "--device", "cpu"])
+    assert batches == [2, 2, 1]
+    report = json.loads(capsys.readouterr().out)
+    assert report["checkpoint"] == checkpoint and [result["image"] for result in report["results"]] == images
+    one_by_one = []
+    for image in images:
+        predict.main([checkpoint, image, "--json", "--top-k", "2", "--device", "cpu"])
+        one_by_one += json.loads(capsys.readouterr().out)["results"]
+    for streamed, alone in zip(report["results"], one_by_one):
+        assert [p["class"] for p in streamed["predictions"]] == [p["class"] for p in alone["predictions"]]
+        for a, b in zip(streamed["predictions"], alone["predictions"]):
+            assert a["probability"] == pytest.approx(b["probability"], abs=1e-6)
+
+
+@pytest.mark.parametrize("command", [predict, explain])
+@pytest.mark.parametrize("bad", ["truncated checkpoint", "garbage checkpoint", "missing image", "text as image"])
+def test_bad_input_is_one_error_line_naming_it(
+    command: object, bad: str, checkpoint: str, tmp_path: Path, capsys: pytest.CaptureFixture
+) -> None:
+    image, ckpt = tmp_path / "a.png", Path(checkpoint)
+    write_image(image)
+    named = ckpt
+    if bad == "truncated checkpoint":
+        named = tmp_path / "cut.ckpt"
+        named.write_bytes(ckpt.read_bytes()[:-64])
+        ckpt = named
+    elif bad == "garbage checkpoint":
+        named = tmp_path / "noise.ckpt"
+        named.write_bytes(bytes(range(256)) * 4)
+        ckpt = named
+    elif bad == "missing image":
+        named = image = tmp_path / "missing.png"
+    else:
+        named = image = tmp_path / "notes.png"
+        image.write_text("not an image\n")
+    arguments = [str(ckpt), str(image), "--device", "cpu"]
+    with pytest.raises(SystemExit) as exit_info:
+        command.main([*arguments, "--json"] if command is predict else [*arguments, "--out", str(tmp_path / "map.png")])
+    assert exit_info.value.code == 2
+    captured = capsys.readouterr()
+    assert captured.out == ""
+    assert captured.err.startswith("error:") and captured.err.count("\n") == 1 and "Traceback" not in captured.err
+    assert str(named) in captured.err, captured.err

@@ -49,8 +49,9 @@ def test_default_run_is_the_cifar10_recipe_on_any_accelerator() -> None:
     assert cfg.data._target_ == "vision.cifar.CIFARDataModule" and cfg.data.dataset == "cifar10"
     assert (cfg.model.patch_size, cfg.model.dim, cfg.model.depth, cfg.data.img_size) == (4, 192, 9, 32)
     assert cfg.trainer.accelerator == "auto"
-    assert (cfg.module.mixup_alpha, cfg.module.cutmix_alpha, cfg.module.label_smoothing) == (0.8, 1.0, 0.1)
-    assert cfg.data.auto_augment.startswith("rand-m9")
+    # Regularization sized to the run's length (vision.recipe): the full recipe at 100 epochs.
+    assert (cfg.module.mixup_alpha, cfg.module.cutmix_alpha, cfg.module.label_smoothing) == ("auto", "auto", 0.1)
+    assert (cfg.data.auto_augment, cfg.data.re_prob, cfg.model.drop_path) == ("auto", "auto", "auto")
     assert (cfg.optimized_metric, cfg.optimized_mode) == ("val/acc", "max")
 
 
@@ -180,20 +181,25 @@ def test_cli_train_then_predict_then_explain(tmp_path: Path, capsys: pytest.Capt
 @pytest.mark.slow
 def test_cli_run_stopped_by_max_steps_before_any_validation_still_reports_all_metrics(tmp_path: Path) -> None:
     # 64 training images in batches of 16: 4 steps per epoch, so max_steps=2 ends fit mid-epoch,
-    # before the first validation, and no best checkpoint is written.
+    # before the epoch's validation; the budget's end validates and checkpoints the final weights.
     run_dir = run_train_cli(tmp_path, "trainer.max_steps=2")
-    assert sorted(path.name for path in (run_dir / "checkpoints").iterdir()) == ["last.ckpt"]
+    assert sorted(path.name for path in (run_dir / "checkpoints").iterdir()) == ["best-epoch000-step2.ckpt", "last.ckpt"]
     metrics = json.loads((run_dir / "metrics.json").read_text())
     for key in ("val/acc", "test/acc", "test/acc5", "fit_seconds", "train_samples_per_second"):
         assert key in metrics, key
     assert 0.0 <= metrics["val/acc"] <= 1.0 and metrics["test/acc5"] >= metrics["test/acc"]
 
 
-def test_cli_errors_name_the_bad_input(tmp_path: Path) -> None:
+def test_cli_errors_name_the_bad_input(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     not_a_checkpoint = tmp_path / "model.ckpt"
     not_a_checkpoint.write_text("hello")
     image = str(write_image(tmp_path / "a.png"))
-    with pytest.raises(SystemExit, match="not a readable checkpoint"):
-        predict.main([str(not_a_checkpoint), image])
-    with pytest.raises(SystemExit, match="does not exist"):
-        explain.main([str(tmp_path / "missing.ckpt"), image])
+    for command, args, message in (
+        (predict.main, [str(not_a_checkpoint), image], "not a readable checkpoint"),
+        (explain.main, [str(tmp_path / "missing.ckpt"), image], "does not exist"),
+    ):
+        with pytest.raises(SystemExit) as exit_info:
+            command(args)
+        assert exit_info.value.code == 2
+        (line,) = capsys.readouterr().err.strip().splitlines()
+        assert line.startswith("error: ") and message in line

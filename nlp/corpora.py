@@ -3,13 +3,21 @@
 Each returns a list of ``(source, target)`` sentence pairs. Unusable lines (empty on a side,
 wrong number of fields) are skipped and counted in one warning per file, so a few bad lines in a
 large corpus do not stop a run, while a file that yields nothing is an error.
+
+Text input rule (the same for ``nlp.translate``'s standard input): files are read as bytes and
+split at ``\n`` only, like Moses and fairseq do; each line is decoded as UTF-8, a byte sequence
+that is not UTF-8 becomes U+FFFD (the replacement character), and the lines that held one are
+counted in one warning per file. A bad byte never stops a run nor shifts parallel lines.
 """
 
 from __future__ import annotations
 
 import logging
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
+
+from core.errors import InputError
 
 Pair = tuple[str, str]
 
@@ -21,29 +29,65 @@ def keep_pair(source: str, target: str) -> bool:
     return bool(source.strip()) and bool(target.strip())
 
 
+class Utf8Lines:
+    """The lines of a byte stream as text: split at ``\n`` only (a U+2028 or U+0085 inside a
+    sentence does not end it), the trailing ``\n`` or ``\r\n`` and a leading byte-order mark
+    removed, decoded as UTF-8 with invalid sequences replaced by U+FFFD; ``replaced`` counts the
+    lines that held one."""
+
+    def __init__(self, stream: BinaryIO) -> None:
+        self.stream = stream
+        self.replaced = 0
+
+    def __iter__(self) -> Iterator[str]:
+        for number, raw in enumerate(self.stream):
+            raw = raw.rstrip(b"\r\n")
+            if number == 0:
+                raw = raw.removeprefix(b"\xef\xbb\xbf")
+            try:
+                yield raw.decode("utf-8")
+            except UnicodeDecodeError:
+                self.replaced += 1
+                yield raw.decode("utf-8", errors="replace")
+
+
+def read_lines(path: Path) -> list[str]:
+    """The lines of a text file under the text input rule, warning once if any byte was not UTF-8."""
+    with path.open("rb") as handle:
+        lines = Utf8Lines(handle)
+        text = list(lines)
+    if lines.replaced:
+        log.warning(
+            "%s: %d line(s) held bytes that are not UTF-8; each invalid sequence was replaced by U+FFFD "
+            "(convert the file to UTF-8, e.g. with iconv, to keep those characters)",
+            path,
+            lines.replaced,
+        )
+    return text
+
+
 def finish(pairs: list[Pair], skipped: int, name: str, fix: str) -> list[Pair]:
     """Warn about skipped lines and refuse a corpus without any pair."""
     if skipped:
         log.warning("%s: skipped %d empty or malformed line(s), kept %d pair(s)", name, skipped, len(pairs))
     if not pairs:
-        raise ValueError(f"{name} contains no sentence pairs; {fix}")
+        raise InputError(f"{name} contains no sentence pairs; {fix}")
     return pairs
 
 
 def read_tsv(path: str | Path) -> list[Pair]:
-    """``source<TAB>target`` per line, UTF-8."""
+    """``source<TAB>target`` per line, UTF-8 (see the text input rule above)."""
     path = Path(path)
     if not path.is_file():
         raise FileNotFoundError(f"corpus file {path} does not exist")
     pairs: list[Pair] = []
     skipped = 0
-    with path.open(encoding="utf-8") as handle:
-        for line in handle:
-            fields = line.rstrip("\r\n").split("\t")
-            if len(fields) == 2 and keep_pair(*fields):
-                pairs.append((fields[0].strip(), fields[1].strip()))
-            else:
-                skipped += 1
+    for line in read_lines(path):
+        fields = line.split("\t")
+        if len(fields) == 2 and keep_pair(*fields):
+            pairs.append((fields[0].strip(), fields[1].strip()))
+        else:
+            skipped += 1
     return finish(pairs, skipped, str(path), "expected one 'source<TAB>target' pair per line")
 
 
@@ -56,10 +100,9 @@ def read_parallel(prefix: str | Path, src_lang: str, tgt_lang: str) -> list[Pair
                 f"corpus file {path} does not exist; pass a TSV file or a prefix P with files "
                 f"P.{src_lang} and P.{tgt_lang} (set data.src_lang / data.tgt_lang)"
             )
-    sources = src_path.read_text(encoding="utf-8").splitlines()
-    targets = tgt_path.read_text(encoding="utf-8").splitlines()
+    sources, targets = read_lines(src_path), read_lines(tgt_path)
     if len(sources) != len(targets):
-        raise ValueError(
+        raise InputError(
             f"{src_path} has {len(sources)} lines but {tgt_path} has {len(targets)}; parallel files "
             "must be line-aligned"
         )
@@ -81,13 +124,14 @@ def load_hf_dataset(dataset: str, config: str | None, split: str | None = None) 
     try:
         return load_dataset(dataset, config, split=split)
     except (ConnectionError, OSError, FileNotFoundError) as error:
-        raise RuntimeError(
+        raise InputError(
             f"could not load Hugging Face dataset {dataset!r} (config {config!r}, split {split!r}): "
             f"{error}. It is downloaded on first use, so the first run needs internet access (or a "
-            "filled HF_DATASETS_CACHE); offline, use data=files with local corpus files or data=toy"
+            "filled HF_DATASETS_CACHE); offline, use data=gettext (the machine's own gettext "
+            "catalogs, English -> data.tgt_lang) or data=files with local corpus files"
         ) from None
     except ValueError as error:
-        raise ValueError(f"Hugging Face dataset {dataset!r} has no split {split!r} or config {config!r}: {error}") from None
+        raise InputError(f"Hugging Face dataset {dataset!r} has no split {split!r} or config {config!r}: {error}") from None
 
 
 def load_hf_split(
@@ -111,14 +155,14 @@ def load_hf_split(
     elif src_lang in columns and tgt_lang in columns:
         records = rows.select_columns([src_lang, tgt_lang]).to_list()
     else:
-        raise ValueError(
+        raise InputError(
             f"Hugging Face dataset {dataset!r} has columns {columns}, with neither a 'translation' column "
             f"nor columns {src_lang!r} and {tgt_lang!r}; set data.src_lang / data.tgt_lang"
         )
     pairs: list[Pair] = []
     for record in records:
         if src_lang not in record or tgt_lang not in record:
-            raise ValueError(
+            raise InputError(
                 f"Hugging Face dataset {dataset!r} pairs hold languages {sorted(record)}, not "
                 f"{src_lang!r} -> {tgt_lang!r}; set data.src_lang / data.tgt_lang"
             )

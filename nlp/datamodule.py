@@ -10,21 +10,25 @@ from torch.utils.data import DataLoader
 
 from nlp.batching import Collator, Example, TokenBudgetBatchSampler
 from nlp.corpora import Pair, load_hf_dataset, load_hf_split, read_corpus
+from nlp.encoding import encode_sources, encode_targets
+from nlp.gettext import DEFAULT_LOCALE_DIR, read_gettext_corpus
 from nlp.tokenizer import SubwordTokenizer, train_tokenizer
 from nlp.toy_corpus import TOY_PAIRS
 
 log = logging.getLogger(__name__)
 
-CORPORA = ("toy", "files", "hf")
+CORPORA = ("toy", "files", "hf", "gettext")
 
 
 class TranslationDataModule(pl.LightningDataModule):
-    """Parallel sentences from one of three sources, tokenized with a BPE learned on the
+    """Parallel sentences from one of four sources, tokenized with a BPE learned on the
     training split.
 
     Args:
         corpus: ``toy`` (the three sentences of the worked example, used for every split),
-            ``files`` (``train``/``val``/``test`` paths) or ``hf`` (a Hugging Face dataset).
+            ``files`` (``train``/``val``/``test`` paths), ``hf`` (a Hugging Face dataset) or
+            ``gettext`` (the machine's gettext catalogs, English <-> one language:
+            :mod:`nlp.gettext`).
         train: TSV file or parallel-file prefix of the training split (``files``).
         val: the same for the validation split (``files``).
         test: the same for the test split (``files``, optional: the validation split otherwise).
@@ -34,6 +38,7 @@ class TranslationDataModule(pl.LightningDataModule):
         dataset_config: its configuration name, e.g. ``de-en`` for ``wmt/wmt14``.
         splits: names of the train/val/test splits in the dataset (``test`` may be null).
         max_train_pairs: use only the first pairs of the training split (large WMT corpora).
+        locale_dir: the directory of ``<lang>/LC_MESSAGES/*.mo`` catalogs (``gettext``).
         repeat: how many times one epoch goes over the training pairs (tiny corpora).
         vocab_size: size of the joint BPE vocabulary.
         min_frequency: least count of a pair of symbols for a BPE merge.
@@ -56,6 +61,7 @@ class TranslationDataModule(pl.LightningDataModule):
         dataset_config: str | None = None,
         splits: dict[str, str | None] | None = None,
         max_train_pairs: int | None = None,
+        locale_dir: str = DEFAULT_LOCALE_DIR,
         repeat: int = 1,
         vocab_size: int = 8000,
         min_frequency: int = 2,
@@ -80,6 +86,8 @@ class TranslationDataModule(pl.LightningDataModule):
         self.dataset, self.dataset_config = dataset, dataset_config
         self.splits = {"train": "train", "val": "validation", "test": "test", **(splits or {})}
         self.max_train_pairs = max_train_pairs
+        self.locale_dir = locale_dir
+        self.gettext_splits: dict[str, list[Pair]] | None = None
         self.repeat = repeat
         self.vocab_size, self.min_frequency = vocab_size, min_frequency
         self.tokenizer_path = tokenizer_path
@@ -96,6 +104,10 @@ class TranslationDataModule(pl.LightningDataModule):
         if self.corpus == "files":
             path = self.paths[split]
             return None if path is None else read_corpus(path, self.src_lang, self.tgt_lang)
+        if self.corpus == "gettext":
+            if self.gettext_splits is None:
+                self.gettext_splits = read_gettext_corpus(self.locale_dir, self.src_lang, self.tgt_lang)
+            return self.gettext_splits[split]
         name = self.splits.get(split)
         if name is None:
             return None
@@ -112,21 +124,18 @@ class TranslationDataModule(pl.LightningDataModule):
 
     def encode(self, pairs: list[Pair], split: str) -> list[Example]:
         """Sentence pairs -> (source ``x </s>``, target ``<s> y </s>``) id lists, each side cut to
-        ``max_len - 1`` subwords so the model sees at most ``max_len`` positions."""
+        ``max_len - 1`` subwords so the model sees at most ``max_len`` positions
+        (:mod:`nlp.encoding`, the rule translation applies too)."""
         assert self.tokenizer is not None
-        keep = self.max_len - 1
-        sources = self.tokenizer.encode_batch([source for source, _ in pairs])
-        targets = self.tokenizer.encode_batch([target for _, target in pairs])
-        truncated = sum(len(source) > keep or len(target) > keep for source, target in zip(sources, targets))
+        sources, source_cut = encode_sources(self.tokenizer, [source for source, _ in pairs], self.max_len)
+        targets, target_cut = encode_targets(self.tokenizer, [target for _, target in pairs], self.max_len)
+        truncated = sum(a or b for a, b in zip(source_cut, target_cut))
         if truncated:
             log.warning(
                 "%s split: truncated %d of %d sentence pairs longer than %d subwords (max_len %d)",
-                split, truncated, len(pairs), keep, self.max_len,
+                split, truncated, len(pairs), self.max_len - 1, self.max_len,
             )
-        bos, eos = self.tokenizer.bos_id, self.tokenizer.eos_id
-        return [
-            (source[:keep] + [eos], [bos] + target[:keep] + [eos]) for source, target in zip(sources, targets)
-        ]
+        return list(zip(sources, targets))
 
     def setup(self, stage: str | None = None) -> None:
         """Read every split, train (or load) the tokenizer and encode the pairs; once only."""
@@ -146,10 +155,11 @@ class TranslationDataModule(pl.LightningDataModule):
         self.examples = {split: self.encode(pairs, split) for split, pairs in self.pairs.items()}
 
     def module_kwargs(self) -> dict[str, Any]:
-        """What the LightningModule needs from the data: the tokenizer, as its JSON string."""
+        """What the LightningModule needs from the data, as plain types (stored in checkpoints):
+        the tokenizer as its JSON string and the ``max_len`` sources were encoded to."""
         if self.tokenizer is None:
             raise RuntimeError("call setup('fit') before module_kwargs()")
-        return {"tokenizer": self.tokenizer.to_json()}
+        return {"tokenizer": self.tokenizer.to_json(), "source_max_len": self.max_len}
 
     def dataloader(self, examples: list[Example], train: bool) -> DataLoader:
         """Token-budget batches of ``examples``: shuffled and sharded over ranks for training."""

@@ -4,30 +4,72 @@ Both run a whole batch at once and, with ``use_cache``, feed the decoder one new
 while the key/value cache keeps the earlier ones (O(t) per step instead of O(t^2)). They return
 generated ids [B, L] without ``<s>``: each row ends with ``</s>`` and is padded after it.
 
-Each sentence may generate up to ``max_len`` tokens, by default its own source length plus
-``DEFAULT_EXTRA_LEN`` (capped by the model's ``max_len``). Limits per sentence, rather than per
-padded batch, make a sentence's translation independent of the batch it is decoded in.
+Each sentence may generate up to ``max_len`` tokens, by default ``max_len_a * source_length +
+max_len_b`` (fairseq's ``--max-len-a`` / ``--max-len-b``, the source length counting its
+``</s>``), capped by the model's ``max_len``. Limits per sentence, rather than per padded batch,
+make a sentence's translation independent of the batch it is decoded in.
+
+``no_repeat_ngram_size`` n > 0 forbids any token that would complete an n-gram of subword ids
+already generated in the same hypothesis (fairseq's ``--no-repeat-ngram-size``), which cuts the
+loops of an undertrained model ("the name of the name of ...").
 """
 
 from __future__ import annotations
+
+from typing import NamedTuple
 
 import torch
 from torch import Tensor
 
 from core import DecoderCache
+from core.errors import InputError
 from nlp.model import Seq2SeqTransformer
 
-DEFAULT_EXTRA_LEN = 50
+DEFAULT_MAX_LEN_A = 1.2
+DEFAULT_MAX_LEN_B = 10
 
 
-def length_limits(model: Seq2SeqTransformer, src: Tensor, max_len: int | None) -> Tensor:
-    """Most tokens each sentence may generate, including ``</s>``: [B]."""
+def length_limits(
+    model: Seq2SeqTransformer,
+    src: Tensor,
+    max_len: int | None = None,
+    max_len_a: float = DEFAULT_MAX_LEN_A,
+    max_len_b: int = DEFAULT_MAX_LEN_B,
+) -> Tensor:
+    """Most tokens each sentence may generate, including ``</s>``: [B].
+
+    ``max_len`` for every sentence when given, else ``int(max_len_a * source_length + max_len_b)``
+    with the source length counted in ids (its ``</s>`` included), capped by the model's ``max_len``.
+    """
     if max_len is not None:
         if not 0 < max_len <= model.max_len:
-            raise ValueError(f"max_len {max_len} must be in 1..{model.max_len} (the model's max_len)")
+            raise InputError(f"max_len {max_len} must be in 1..{model.max_len} (the model's max_len)")
         return torch.full((src.shape[0],), max_len, dtype=torch.long, device=src.device)
-    source_lengths = src.ne(model.pad_id).sum(dim=1)
-    return (source_lengths + DEFAULT_EXTRA_LEN).clamp(max=model.max_len)
+    if max_len_a < 0 or max_len_b < 1:
+        raise InputError(
+            f"max_len_a must be >= 0 and max_len_b >= 1 (limit = a * source length + b), "
+            f"got {max_len_a} and {max_len_b}"
+        )
+    source_lengths = src.ne(model.pad_id).sum(dim=1).tolist()
+    limits = [min(int(max_len_a * length + max_len_b), model.max_len) for length in source_lengths]
+    return torch.tensor(limits, dtype=torch.long, device=src.device)
+
+
+def repeated_ngram_bans(generated: Tensor, n: int, vocab: int) -> Tensor:
+    """Tokens that would repeat an n-gram of each row: bool [R, vocab] for ``generated`` [R, t].
+
+    A token is banned when the last ``n - 1`` tokens of the row, followed by it, form an n-gram
+    that already occurs in the row (for n = 1, every token already generated).
+    """
+    rows, length = generated.shape
+    banned = torch.zeros(rows, vocab + 1, dtype=torch.bool, device=generated.device)
+    if length >= n:
+        ngrams = generated.unfold(1, n, 1)  # (R, t - n + 1, n)
+        current = generated[:, length - n + 1 :]  # (R, n - 1): the prefix of the next n-gram
+        matches = (ngrams[..., :-1] == current[:, None, :]).all(dim=-1)  # (R, t - n + 1)
+        # Non-matching n-grams write into the spare column ``vocab``, dropped below.
+        banned.scatter_(1, torch.where(matches, ngrams[..., -1], vocab), True)
+    return banned[:, :vocab]
 
 
 def next_token_log_probs(
@@ -37,15 +79,21 @@ def next_token_log_probs(
     src_padding_mask: Tensor,
     cache: DecoderCache | None,
     at_limit: Tensor,
+    no_repeat_ngram_size: int = 0,
 ) -> Tensor:
-    """Log-probabilities [B, V] of the token after ``tokens`` [B, t].
+    """Log-probabilities [B, V] of the token after ``tokens`` [B, t] (``<s>`` first).
 
-    ``<pad>`` and ``<s>`` are never generated; rows ``at_limit`` may only end (``</s>``).
+    ``<pad>`` and ``<s>`` are never generated, nor tokens that repeat an n-gram of size
+    ``no_repeat_ngram_size`` (0 = any may); rows ``at_limit`` may only end (``</s>``, which a
+    live hypothesis has not generated, so it is never banned).
     """
     step_input = tokens if cache is None else tokens[:, -1:]
     logits = model.decode(step_input, memory, src_padding_mask, cache=cache)[:, -1].float()  # (B, V)
     log_probs = logits.log_softmax(dim=-1)
     log_probs[:, [model.pad_id, model.bos_id]] = float("-inf")
+    if no_repeat_ngram_size > 0:
+        bans = repeated_ngram_bans(tokens[:, 1:], no_repeat_ngram_size, log_probs.shape[-1])
+        log_probs.masked_fill_(bans, float("-inf"))
     # At the limit only </s> stays possible, still at its own probability, so the score of a
     # cut-off hypothesis is not inflated.
     forced_end = torch.full_like(log_probs, float("-inf"))
@@ -58,31 +106,46 @@ def start_tokens(model: Seq2SeqTransformer, rows: int, device: torch.device) -> 
     return torch.full((rows, 1), model.bos_id, dtype=torch.long, device=device)
 
 
+def check_ngram_size(no_repeat_ngram_size: int) -> None:
+    """Refuse a negative n-gram size."""
+    if no_repeat_ngram_size < 0:
+        raise InputError(f"no_repeat_ngram_size must be 0 (off) or a positive n-gram size, got {no_repeat_ngram_size}")
+
+
 @torch.no_grad()
 def greedy_decode(
     model: Seq2SeqTransformer,
     src: Tensor,
     max_len: int | None = None,
     use_cache: bool = True,
+    no_repeat_ngram_size: int = 0,
+    max_len_a: float = DEFAULT_MAX_LEN_A,
+    max_len_b: int = DEFAULT_MAX_LEN_B,
 ) -> Tensor:
     """Pick the most probable token at each step until every sentence has produced ``</s>``.
 
     Args:
         model: the translation model (put it in eval mode first).
         src: source ids [B, S], right-padded with the model's ``pad_id``.
-        max_len: most generated tokens per sentence (default: source length + 50).
+        max_len: most generated tokens per sentence (default: ``max_len_a * S_i + max_len_b``).
         use_cache: incremental decoding with the key/value cache.
+        no_repeat_ngram_size: forbid repeating an n-gram of this size (0 = off).
+        max_len_a: the default limit's factor of the source length.
+        max_len_b: the default limit's added tokens.
 
     Returns:
         Generated ids [B, L] (no ``<s>``), ``</s>``-terminated, padded after it.
     """
-    limits = length_limits(model, src, max_len)
+    check_ngram_size(no_repeat_ngram_size)
+    limits = length_limits(model, src, max_len, max_len_a, max_len_b)
     memory, src_padding_mask = model.encode(src)
     cache = model.new_cache() if use_cache else None
     tokens = start_tokens(model, src.shape[0], src.device)
     finished = torch.zeros(src.shape[0], dtype=torch.bool, device=src.device)
     for step in range(int(limits.max())):
-        log_probs = next_token_log_probs(model, tokens, memory, src_padding_mask, cache, step + 1 >= limits)
+        log_probs = next_token_log_probs(
+            model, tokens, memory, src_padding_mask, cache, step + 1 >= limits, no_repeat_ngram_size
+        )
         next_token = log_probs.argmax(dim=-1).masked_fill(finished, model.pad_id)
         tokens = torch.cat([tokens, next_token[:, None]], dim=1)
         finished |= next_token == model.eos_id
@@ -96,6 +159,77 @@ def gnmt_length_penalty(length: int, alpha: float) -> float:
     return ((5.0 + length) / 6.0) ** alpha
 
 
+class Candidates(NamedTuple):
+    """The ``2 * beam_size`` best continuations of each sentence at one step, best first."""
+
+    scores: Tensor  # (B, 2K) log P of the hypothesis with the new token
+    beams: Tensor  # (B, 2K) the beam (0..K-1) each one extends
+    tokens: Tensor  # (B, 2K) the new token
+    ends: Tensor  # (B, 2K) whether the new token is </s>
+
+
+def best_candidates(scores: Tensor, log_probs: Tensor, beam_size: int, eos_id: int) -> Candidates:
+    """Score every continuation of every live beam (``scores`` [B, K] + ``log_probs`` [B * K, V])
+    and keep the ``2 * beam_size`` best of each sentence: enough that ``beam_size`` of them do not
+    end, whatever the others do."""
+    batch, vocab = scores.shape[0], log_probs.shape[-1]
+    candidates = (scores.view(-1, 1) + log_probs).view(batch, beam_size * vocab)  # (B, K * V)
+    top_scores, top_index = candidates.topk(2 * beam_size, dim=1)  # (B, 2K)
+    tokens = top_index % vocab
+    return Candidates(top_scores, top_index // vocab, tokens, tokens == eos_id)
+
+
+class FinishedHypotheses:
+    """The hypotheses of each sentence that have ended, scored ``log P / lp(length)`` (GNMT).
+
+    A sentence is done when it holds ``beam_size`` of them (the fairseq criterion).
+    """
+
+    def __init__(self, batch: int, beam_size: int, length_penalty: float) -> None:
+        self.beam_size, self.length_penalty = beam_size, length_penalty
+        self.hypotheses: list[list[tuple[float, Tensor]]] = [[] for _ in range(batch)]
+        self.done = [False] * batch
+
+    def collect(self, candidates: Candidates, tokens: Tensor, step: int) -> None:
+        """Keep the candidates among each sentence's top ``beam_size`` that end with ``</s>``;
+        ``tokens`` [B * K, step + 1] are the live beams they extend (``<s>`` first)."""
+        k = self.beam_size
+        ended = candidates.ends[:, :k] & candidates.scores[:, :k].isfinite()
+        for sentence, rank in ended.nonzero().tolist():
+            if self.done[sentence]:
+                continue
+            row = sentence * k + int(candidates.beams[sentence, rank])
+            score = float(candidates.scores[sentence, rank]) / gnmt_length_penalty(step + 1, self.length_penalty)
+            hypothesis = torch.cat([tokens[row, 1:], candidates.tokens[sentence, rank, None]])
+            self.hypotheses[sentence].append((score, hypothesis))
+            self.done[sentence] = len(self.hypotheses[sentence]) >= k
+
+    def all_done(self) -> bool:
+        return all(self.done)
+
+    def best(self, pad_id: int, device: torch.device) -> Tensor:
+        """The best-scored hypothesis of each sentence, right-padded: [B, L]."""
+        best = [max(hypotheses, key=lambda hypothesis: hypothesis[0])[1] for hypotheses in self.hypotheses]
+        output = torch.full((len(best), max(map(len, best))), pad_id, dtype=torch.long, device=device)
+        for sentence, hypothesis in enumerate(best):
+            output[sentence, : len(hypothesis)] = hypothesis
+        return output
+
+
+def advance_beams(candidates: Candidates, tokens: Tensor, beam_size: int) -> tuple[Tensor, Tensor, Tensor]:
+    """The best ``beam_size`` candidates of each sentence that do not end become its live beams.
+
+    Returns their tokens [B * K, t + 1], their scores [B, K] and the rows [B * K] of ``tokens``
+    they extend (to reorder the cache by).
+    """
+    batch = candidates.scores.shape[0]
+    keep = candidates.ends.int().sort(dim=1, stable=True).indices[:, :beam_size]  # (B, K), rank order kept
+    beam_offsets = (torch.arange(batch, device=tokens.device) * beam_size)[:, None]  # (B, 1)
+    rows = (beam_offsets + candidates.beams.gather(1, keep)).view(-1)  # (B * K,)
+    new_tokens = candidates.tokens.gather(1, keep).view(-1, 1)  # (B * K, 1)
+    return torch.cat([tokens.index_select(0, rows), new_tokens], dim=1), candidates.scores.gather(1, keep), rows
+
+
 @torch.no_grad()
 def beam_search(
     model: Seq2SeqTransformer,
@@ -104,31 +238,38 @@ def beam_search(
     length_penalty: float = 0.6,
     max_len: int | None = None,
     use_cache: bool = True,
+    no_repeat_ngram_size: int = 0,
+    max_len_a: float = DEFAULT_MAX_LEN_A,
+    max_len_b: int = DEFAULT_MAX_LEN_B,
 ) -> Tensor:
     """Beam search with GNMT length normalization, as in the paper (beam 4, alpha 0.6).
 
     The beams of all sentences are folded into one batch of ``B * beam_size`` rows. Each step
     scores every continuation of every live beam and takes the ``2 * beam_size`` best of each
-    sentence: those ending in ``</s>`` among the top ``beam_size`` become finished hypotheses
-    (scored ``log P / lp(length)``), and the best ``beam_size`` others stay live, with the
-    key/value cache reordered to follow them. A sentence is done when it has ``beam_size``
-    finished hypotheses (the fairseq criterion); the search stops when all are.
+    sentence (:func:`best_candidates`): those ending in ``</s>`` among the top ``beam_size``
+    become finished hypotheses (:class:`FinishedHypotheses`), and the best ``beam_size`` others
+    stay live (:func:`advance_beams`), with the key/value cache reordered to follow them. The
+    search stops when every sentence is done.
 
     Args:
         model: the translation model (put it in eval mode first).
         src: source ids [B, S], right-padded with the model's ``pad_id``.
         beam_size: hypotheses kept per sentence; 1 is greedy decoding.
         length_penalty: alpha of :func:`gnmt_length_penalty`; 0 ranks by raw log-probability.
-        max_len: most generated tokens per sentence (default: source length + 50).
+        max_len: most generated tokens per sentence (default: ``max_len_a * S_i + max_len_b``).
         use_cache: incremental decoding with the key/value cache.
+        no_repeat_ngram_size: forbid repeating an n-gram of this size in a hypothesis (0 = off).
+        max_len_a: the default limit's factor of the source length.
+        max_len_b: the default limit's added tokens.
 
     Returns:
         The best hypothesis of each sentence [B, L] (no ``<s>``), ``</s>``-terminated, padded.
     """
     if beam_size < 1:
-        raise ValueError(f"beam_size must be at least 1, got {beam_size}")
+        raise InputError(f"beam_size must be at least 1, got {beam_size}")
+    check_ngram_size(no_repeat_ngram_size)
     batch, device = src.shape[0], src.device
-    limits = length_limits(model, src, max_len).repeat_interleave(beam_size)  # (B * K,)
+    limits = length_limits(model, src, max_len, max_len_a, max_len_b).repeat_interleave(beam_size)  # (B * K,)
     memory, src_padding_mask = model.encode(src)
     memory = memory.repeat_interleave(beam_size, dim=0)  # (B * K, S, dim)
     src_padding_mask = src_padding_mask.repeat_interleave(beam_size, dim=0)  # (B * K, S)
@@ -138,34 +279,31 @@ def beam_search(
     # with copies of one hypothesis.
     scores = torch.full((batch, beam_size), float("-inf"), device=device)
     scores[:, 0] = 0.0
-    finished: list[list[tuple[float, Tensor]]] = [[] for _ in range(batch)]
-    done = [False] * batch
-    beam_offsets = (torch.arange(batch, device=device) * beam_size)[:, None]  # (B, 1)
+    finished = FinishedHypotheses(batch, beam_size, length_penalty)
     for step in range(int(limits.max())):
-        log_probs = next_token_log_probs(model, tokens, memory, src_padding_mask, cache, step + 1 >= limits)
-        vocab = log_probs.shape[-1]
-        candidates = (scores.view(-1, 1) + log_probs).view(batch, beam_size * vocab)  # (B, K * V)
-        top_scores, top_index = candidates.topk(2 * beam_size, dim=1)  # (B, 2K)
-        top_beam, top_token = top_index // vocab, top_index % vocab
-        ends = top_token == model.eos_id
-        for sentence, rank in (ends[:, :beam_size] & top_scores[:, :beam_size].isfinite()).nonzero().tolist():
-            if done[sentence]:
-                continue
-            row = sentence * beam_size + int(top_beam[sentence, rank])
-            normalized = float(top_scores[sentence, rank]) / gnmt_length_penalty(step + 1, length_penalty)
-            finished[sentence].append((normalized, torch.cat([tokens[row, 1:], top_token[sentence, rank, None]])))
-            done[sentence] = len(finished[sentence]) >= beam_size
-        if all(done):
+        log_probs = next_token_log_probs(
+            model, tokens, memory, src_padding_mask, cache, step + 1 >= limits, no_repeat_ngram_size
+        )
+        candidates = best_candidates(scores, log_probs, beam_size, model.eos_id)
+        finished.collect(candidates, tokens, step)
+        if finished.all_done():
             break
-        # Live beams: the best beam_size candidates that do not end (a stable sort keeps rank order).
-        keep = ends.int().sort(dim=1, stable=True).indices[:, :beam_size]  # (B, K)
-        scores = top_scores.gather(1, keep)
-        rows = (beam_offsets + top_beam.gather(1, keep)).view(-1)  # (B * K,)
-        tokens = torch.cat([tokens.index_select(0, rows), top_token.gather(1, keep).view(-1, 1)], dim=1)
+        tokens, scores, rows = advance_beams(candidates, tokens, beam_size)
         if cache is not None:
             cache.reorder(rows)
-    best = [max(hypotheses, key=lambda hypothesis: hypothesis[0])[1] for hypotheses in finished]
-    output = torch.full((batch, max(map(len, best))), model.pad_id, dtype=torch.long, device=device)
-    for sentence, hypothesis in enumerate(best):
-        output[sentence, : len(hypothesis)] = hypothesis
-    return output
+    return finished.best(model.pad_id, device)
+
+
+def repeats_ngram(words: list[str], n: int) -> bool:
+    """Whether some n-gram of ``words`` occurs more than once."""
+    ngrams = [tuple(words[i : i + n]) for i in range(len(words) - n + 1)]
+    return len(set(ngrams)) < len(ngrams)
+
+
+def repetition_rate(sentences: list[str], n: int = 4) -> float:
+    """Share of ``sentences`` in which a word n-gram (split at whitespace) occurs twice or more:
+    the mark of decoding loops ("the name of the name of ..."), to compare with the references'
+    own share."""
+    if not sentences:
+        return 0.0
+    return sum(repeats_ngram(sentence.split(), n) for sentence in sentences) / len(sentences)

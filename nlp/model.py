@@ -18,6 +18,9 @@ class Seq2SeqTransformer(nn.Module):
     embedding, and with ``share_embeddings`` the source embedding too (Section 3.4, for a joint
     source+target vocabulary).
 
+    The defaults are the paper's base model, the ``transformer_base`` preset
+    (``conf/model/transformer_base.yaml``).
+
     Args:
         src_vocab_size: source vocabulary size.
         tgt_vocab_size: target vocabulary size.

@@ -11,12 +11,14 @@ import torch
 import torch.nn.functional as F
 from lightning.pytorch.trainer.states import TrainerFn
 from lightning.pytorch.utilities import rank_zero_only
-from sacrebleu.metrics import BLEU
+from sacrebleu.metrics import BLEU, CHRF
 from torch import Tensor
 
 import core
+from core.budget import stepping_bound
 from nlp.batching import pad_batch
-from nlp.decoding import beam_search, greedy_decode
+from nlp.decoding import DEFAULT_MAX_LEN_A, DEFAULT_MAX_LEN_B, beam_search, greedy_decode, repetition_rate
+from nlp.encoding import encode_sources
 from nlp.model import Seq2SeqTransformer
 from nlp.tokenizer import SubwordTokenizer
 
@@ -27,19 +29,29 @@ Batch = dict[str, Tensor]
 
 class TranslationModule(pl.LightningModule):
     """Label-smoothed cross entropy (Section 5.4), Adam with beta2 = 0.98 and eps = 1e-9 and the
-    inverse-square-root warmup schedule (Section 5.3); BLEU of detokenized output with sacreBLEU.
+    inverse-square-root warmup schedule (Section 5.3); BLEU and chrF of detokenized output with
+    sacreBLEU.
 
-    Validation logs ``val/loss`` every epoch and ``val/bleu`` (greedy decoding) every
-    ``bleu_every_n_epochs`` epochs and at the last validation of the run; testing logs ``test/loss`` and
-    ``test/bleu`` (beam search).
+    Validation logs ``val/loss`` every epoch and ``val/bleu``, ``val/chrf`` (greedy decoding) every
+    ``bleu_every_n_epochs`` epochs and at the last validation of the run; testing logs ``test/loss``,
+    ``test/bleu``, ``test/chrf`` (beam search) and ``test/rep4``, the share of translations that
+    repeat a word 4-gram, beside ``test/rep4_ref``, the references' own share.
+
+    The defaults are the recipe of ``conf/nlp.yaml`` (its ``module`` section), the paper's.
 
     Args:
         model: keyword arguments of :class:`Seq2SeqTransformer` besides the vocabulary sizes and
             special-token ids, which come from the tokenizer.
         tokenizer: the tokenizer's JSON string (:meth:`SubwordTokenizer.to_json`).
+        source_max_len: the data's ``max_len``: sources are encoded as at most
+            ``source_max_len - 1`` subwords and ``</s>`` (:mod:`nlp.encoding`); None is the
+            model's ``max_len``.
         lr: peak learning rate, reached at the end of warmup (the paper's is
             ``(d_model * warmup_steps) ** -0.5``, 7e-4 for the base model).
-        warmup_steps: linear warmup steps before the ``1/sqrt(step)`` decay.
+        warmup_steps: linear warmup steps before the ``1/sqrt(step)`` decay (at most
+            ``budget.max_warmup_fraction`` of the run's planned steps).
+        cooldown_fraction: share of the planned steps over which the rate falls linearly to 0 at
+            the end of the budget (0 = the paper's schedule, which never ends).
         betas: Adam's beta1, beta2.
         eps: Adam's epsilon.
         weight_decay: L2 penalty of Adam (0 in the paper).
@@ -47,7 +59,11 @@ class TranslationModule(pl.LightningModule):
         bleu_every_n_epochs: how often validation also decodes and scores BLEU.
         beam_size: beam width of the test-time search (4 in the paper).
         length_penalty: alpha of the GNMT length penalty (0.6 in the paper).
-        max_decode_len: most generated tokens per sentence (default: source length + 50).
+        max_decode_len: most generated tokens per sentence (default: ``max_len_a * source
+            length + max_len_b``).
+        max_len_a: the default decoding limit's factor of the source length (fairseq's).
+        max_len_b: the default decoding limit's added tokens.
+        no_repeat_ngram_size: forbid decoding to repeat a subword n-gram of this size (0 = off).
     """
 
     throughput_unit = "tokens"
@@ -56,8 +72,10 @@ class TranslationModule(pl.LightningModule):
         self,
         model: dict[str, Any],
         tokenizer: str,
+        source_max_len: int | None = None,
         lr: float = 7e-4,
         warmup_steps: int = 4000,
+        cooldown_fraction: float = 0.2,
         betas: tuple[float, float] = (0.9, 0.98),
         eps: float = 1e-9,
         weight_decay: float = 0.0,
@@ -66,6 +84,9 @@ class TranslationModule(pl.LightningModule):
         beam_size: int = 4,
         length_penalty: float = 0.6,
         max_decode_len: int | None = None,
+        max_len_a: float = DEFAULT_MAX_LEN_A,
+        max_len_b: int = DEFAULT_MAX_LEN_B,
+        no_repeat_ngram_size: int = 0,
     ) -> None:
         super().__init__()
         self.save_hyperparameters()
@@ -73,10 +94,9 @@ class TranslationModule(pl.LightningModule):
         vocab_size = self.tokenizer.vocab_size
         special_ids = {"pad_id": self.tokenizer.pad_id, "bos_id": self.tokenizer.bos_id, "eos_id": self.tokenizer.eos_id}
         self.net = Seq2SeqTransformer(vocab_size, vocab_size, **special_ids, **model)
-        self.bleu = BLEU()
+        self.bleu, self.chrf = BLEU(), CHRF()
         self.hypotheses: list[str] = []
         self.references: list[str] = []
-        self.last_validation_step = 0
         self.decode_validation = False
 
     def count_items(self, batch: Batch) -> int:
@@ -101,52 +121,53 @@ class TranslationModule(pl.LightningModule):
         self.log("train/loss", loss, prog_bar=True, batch_size=tokens)
         return loss
 
-    def translate_ids(self, source: Tensor, beam_size: int = 1, max_len: int | None = None) -> list[str]:
-        """Decode source ids [B, S] to detokenized sentences: greedy for ``beam_size`` 1, beam
-        search otherwise; ``max_len`` defaults to the ``max_decode_len`` hyperparameter."""
-        max_len = self.hparams.max_decode_len if max_len is None else max_len
+    def generate(self, source: Tensor, beam_size: int = 1, max_len: int | None = None) -> Tensor:
+        """Decode source ids [B, S] to target ids [B, L] (``</s>``-terminated, then padded): greedy
+        for ``beam_size`` 1, beam search otherwise; ``max_len`` defaults to the
+        ``max_decode_len`` hyperparameter."""
+        limits = {
+            "max_len": self.hparams.max_decode_len if max_len is None else max_len,
+            "max_len_a": self.hparams.max_len_a,
+            "max_len_b": self.hparams.max_len_b,
+            "no_repeat_ngram_size": self.hparams.no_repeat_ngram_size,
+        }
         if beam_size == 1:
-            output = greedy_decode(self.net, source, max_len=max_len)
-        else:
-            output = beam_search(
-                self.net, source, beam_size=beam_size, length_penalty=self.hparams.length_penalty, max_len=max_len
-            )
-        return [self.tokenizer.decode(row.tolist()) for row in output]
+            return greedy_decode(self.net, source, **limits)
+        return beam_search(self.net, source, beam_size, self.hparams.length_penalty, **limits)
 
-    def translate(self, sentences: list[str], beam_size: int = 1, max_len: int | None = None) -> list[str]:
-        """Translate raw sentences (encoded with the module's tokenizer; longer than the model's
-        ``max_len`` they are truncated, with a warning)."""
-        keep = self.net.max_len - 1
-        encoded = self.tokenizer.encode_batch(sentences)
-        truncated = sum(len(ids) > keep for ids in encoded)
-        if truncated:
+    def translate_ids(self, source: Tensor, beam_size: int = 1, max_len: int | None = None) -> list[str]:
+        """Decode source ids [B, S] to detokenized sentences (:meth:`generate`)."""
+        return [self.tokenizer.decode(row.tolist()) for row in self.generate(source, beam_size, max_len)]
+
+    def source_batch(self, sentences: list[str]) -> Tensor:
+        """Raw sentences -> padded source ids [B, S] on the module's device, encoded as the
+        datamodule encoded the training data (:func:`nlp.encoding.encode_sources` with the stored
+        ``source_max_len``); truncation is logged as a warning."""
+        max_len = self.hparams.source_max_len or self.net.max_len
+        encoded, truncated = encode_sources(self.tokenizer, sentences, max_len)
+        if any(truncated):
             log.warning(
                 "truncated %d of %d sentences longer than %d subwords (model max_len %d)",
-                truncated, len(encoded), keep, self.net.max_len,
+                sum(truncated), len(encoded), max_len - 1, self.net.max_len,
             )
-        encoded = [ids[:keep] + [self.tokenizer.eos_id] for ids in encoded]
-        source = pad_batch(encoded, self.tokenizer.pad_id).to(self.device)
-        return self.translate_ids(source, beam_size, max_len)
+        return pad_batch(encoded, self.tokenizer.pad_id).to(self.device)
+
+    def translate(self, sentences: list[str], beam_size: int = 1, max_len: int | None = None) -> list[str]:
+        """Translate raw sentences (encoded by :meth:`source_batch`)."""
+        return self.translate_ids(self.source_batch(sentences), beam_size, max_len)
 
     def scores_bleu(self) -> bool:
         """Whether this validation decodes and scores BLEU: every ``bleu_every_n_epochs`` epochs and
-        at the last validation of the fit, whether ``max_epochs`` or ``max_steps`` ends it.
-
-        The last one is the validation after which another interval of the same number of
-        optimizer steps would pass the run's total (Lightning does not validate when ``max_steps``
-        stops training inside an epoch, so that may be a validation before the last step).
-        """
+        at the last validation of the fit, whichever of ``max_epochs``, ``max_steps`` or
+        ``max_time`` ends it (:class:`core.budget.TrainingBudget` makes a run that stops inside an
+        epoch validate first, with ``trainer.should_stop`` set)."""
         trainer = self.trainer
         if trainer.sanity_checking:
             return False
         if trainer.state.fn != TrainerFn.FITTING or (self.current_epoch + 1) % self.hparams.bleu_every_n_epochs == 0:
             return True
-        interval = self.global_step - self.last_validation_step
-        return self.global_step + interval > trainer.estimated_stepping_batches
-
-    def on_train_start(self) -> None:
-        """Count validation intervals from where this fit starts (0, or a resumed step)."""
-        self.last_validation_step = self.global_step
+        last_epoch = trainer.max_epochs is not None and 0 <= trainer.max_epochs <= self.current_epoch + 1
+        return trainer.should_stop or last_epoch
 
     def on_validation_epoch_start(self) -> None:
         """Decide once per validation whether its batches are decoded for BLEU."""
@@ -161,12 +182,21 @@ class TranslationModule(pl.LightningModule):
             self.references += [self.tokenizer.decode(row.tolist()) for row in batch["target"]]
 
     def log_bleu(self, stage: str) -> None:
-        """Corpus BLEU of the collected translations; the sacreBLEU signature goes to the log."""
+        """Corpus BLEU and chrF of the collected translations (their sacreBLEU signatures go to the
+        log); for the test, also the share of translations and of references repeating a 4-gram."""
         if not self.hypotheses:
             return
-        score = self.bleu.corpus_score(self.hypotheses, [self.references])
-        self.log(f"{stage}/bleu", score.score, prog_bar=True, sync_dist=True)
-        rank_zero_only(log.info)("%s BLEU %.2f (%s)", stage, score.score, self.bleu.get_signature())
+        bleu = self.bleu.corpus_score(self.hypotheses, [self.references])
+        chrf = self.chrf.corpus_score(self.hypotheses, [self.references])
+        self.log(f"{stage}/bleu", bleu.score, prog_bar=True, sync_dist=True)
+        self.log(f"{stage}/chrf", chrf.score, sync_dist=True)
+        if stage == "test":
+            self.log("test/rep4", repetition_rate(self.hypotheses, 4), sync_dist=True)
+            self.log("test/rep4_ref", repetition_rate(self.references, 4), sync_dist=True)
+        rank_zero_only(log.info)(
+            "%s BLEU %.2f (%s), chrF %.2f (%s)",
+            stage, bleu.score, self.bleu.get_signature(), chrf.score, self.chrf.get_signature(),
+        )
         self.hypotheses, self.references = [], []
 
     def validation_step(self, batch: Batch, batch_idx: int) -> None:
@@ -174,17 +204,15 @@ class TranslationModule(pl.LightningModule):
         self.evaluate(batch, "val", decode=self.decode_validation, beam_size=1)
 
     def on_validation_epoch_end(self) -> None:
-        """Log ``val/bleu`` when this validation decoded, and remember its step."""
+        """Log ``val/bleu`` and ``val/chrf`` when this validation decoded."""
         self.log_bleu("val")
-        if not self.trainer.sanity_checking:
-            self.last_validation_step = self.global_step
 
     def test_step(self, batch: Batch, batch_idx: int) -> None:
         """Loss of a test batch and its beam-search translations."""
         self.evaluate(batch, "test", decode=True, beam_size=self.hparams.beam_size)
 
     def on_test_epoch_end(self) -> None:
-        """Log ``test/bleu`` of the whole test split."""
+        """Log ``test/bleu``, ``test/chrf`` and ``test/rep4`` of the whole test split."""
         self.log_bleu("test")
 
     def on_fit_start(self) -> None:
@@ -206,7 +234,9 @@ class TranslationModule(pl.LightningModule):
             )
 
     def configure_optimizers(self) -> dict[str, Any]:
-        """Adam (Section 5.3) with the inverse-square-root warmup, stepped every optimizer step."""
+        """Adam (Section 5.3) with the inverse-square-root warmup, stepped every optimizer step and
+        laid over the run's budget by :class:`core.budget.TrainingBudget` (warmup capped to a
+        fraction of the planned steps, linear cooldown to 0 over the last ``cooldown_fraction``)."""
         optimizer = torch.optim.Adam(
             self.net.parameters(),
             lr=self.hparams.lr,
@@ -214,7 +244,9 @@ class TranslationModule(pl.LightningModule):
             eps=self.hparams.eps,
             weight_decay=self.hparams.weight_decay,
         )
-        scheduler = core.inverse_sqrt(optimizer, self.hparams.warmup_steps)
+        scheduler = core.inverse_sqrt(
+            optimizer, self.hparams.warmup_steps, stepping_bound(self.trainer), self.hparams.cooldown_fraction
+        )
         return {"optimizer": optimizer, "lr_scheduler": {"scheduler": scheduler, "interval": "step"}}
 
 

@@ -5,13 +5,13 @@ Writes checkpoints (with the tokenizer inside) and ``metrics.json`` to the Hydra
 
 from __future__ import annotations
 
-import hydra
 from omegaconf import DictConfig
 
+from core.cli import hydra_app
 from core.runner import train
 
 
-@hydra.main(version_base="1.3", config_path="../conf", config_name="nlp")
+@hydra_app("nlp")
 def main(cfg: DictConfig) -> float | None:
     """Train, test and return the optimized metric (``optimized_metric``) of the run."""
     return train(cfg)

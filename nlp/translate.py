@@ -1,63 +1,107 @@
 """Translate with a trained checkpoint: ``python -m nlp.translate CKPT [--beam 4] [--text "..."]``.
 
-Without ``--text`` it reads sentences from stdin, one per line, and writes one translation per
-line to stdout (empty lines stay empty). The checkpoint alone is enough: the tokenizer and the
-model configuration travel inside it.
+Without ``--text`` it reads sentences from stdin, one per line, and writes exactly one translation
+per line to stdout, ``--batch-size`` lines at a time (empty lines stay empty). Input follows the
+text input rule of :mod:`nlp.corpora`: bytes split at ``\n``, decoded as UTF-8, a byte sequence
+that is not UTF-8 replaced by U+FFFD; the number of lines that held one is reported on stderr.
+``--attention FILE.png`` also draws the cross-attention of the ``--text`` sentence's translation.
+The checkpoint alone is enough: the tokenizer and the model configuration travel inside it.
 """
 
 from __future__ import annotations
 
 import argparse
 import sys
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
+from itertools import islice
 
-import torch
-
-from core.cli import positive_int
+from core.cli import ArgumentParser, add_device_option, command, png_path, positive_int
+from core.errors import InputError
+from nlp.attention_plot import check_layer, cross_attention, draw_alignment
+from nlp.corpora import Utf8Lines
 from nlp.module import TranslationModule, load_translator
+
+
+def one_line(text: str) -> str:
+    """``text`` with any line break turned into a space, so one input line gives one output line."""
+    return " ".join(text.splitlines()) if text else text
 
 
 def translate_lines(
     translator: TranslationModule,
-    lines: list[str],
+    lines: Iterable[str],
     beam_size: int,
     max_len: int | None,
     batch_size: int,
 ) -> Iterator[str]:
-    """Translations of ``lines`` in order, decoded ``batch_size`` sentences at a time."""
-    for start in range(0, len(lines), batch_size):
-        chunk = lines[start : start + batch_size]
+    """One translation per line of ``lines``, in order, decoded ``batch_size`` lines at a time;
+    blank lines give empty translations."""
+    iterator = iter(lines)
+    while chunk := list(islice(iterator, batch_size)):
         filled = [line for line in chunk if line.strip()]
         translations = iter(translator.translate(filled, beam_size, max_len) if filled else [])
-        yield from (next(translations) if line.strip() else "" for line in chunk)
+        yield from (one_line(next(translations)) if line.strip() else "" for line in chunk)
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     """The command line of ``python -m nlp.translate``."""
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = ArgumentParser(prog="python -m nlp.translate", description=__doc__.splitlines()[0])
     parser.add_argument("checkpoint", help="a .ckpt file written by python -m nlp.train")
     parser.add_argument("--text", action="append", help="a sentence to translate (repeatable); default: stdin lines")
     parser.add_argument("--beam", type=positive_int, default=4, help="beam size; 1 decodes greedily (default: 4)")
     parser.add_argument(
-        "--max-len", type=positive_int, default=None, help="most tokens per translation (default: source length + 50)"
+        "--max-len", type=positive_int, default=None, help="most tokens per translation (default: the checkpoint's rule)"
     )
     parser.add_argument("--batch-size", type=positive_int, default=64, help="sentences decoded together (default: 64)")
-    parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu", help="torch device")
-    return parser.parse_args(argv)
+    parser.add_argument(
+        "--attention",
+        type=png_path,
+        metavar="FILE.png",
+        help="also draw the cross-attention of the --text sentence's translation (source x target subwords)",
+    )
+    parser.add_argument(
+        "--attention-layer",
+        type=positive_int,
+        metavar="N",
+        help="draw only decoder layer N (from 1) instead of every layer",
+    )
+    add_device_option(parser)
+    args = parser.parse_args(argv)
+    if args.attention is not None and (not args.text or len(args.text) != 1):
+        parser.error("--attention draws one sentence: give exactly one --text")
+    if args.attention_layer is not None and args.attention is None:
+        parser.error("--attention-layer chooses a layer of the --attention figure; give --attention FILE.png too")
+    return args
 
 
+def write_attention(translator: TranslationModule, args: argparse.Namespace) -> None:
+    """Translate the one ``--text`` sentence, print it, and draw its cross-attention."""
+    alignment = cross_attention(translator, args.text[0], args.beam, args.max_len)
+    print(one_line(alignment.translation), flush=True)
+    written = draw_alignment(alignment, args.attention, args.attention_layer)
+    print(f"wrote {written}", file=sys.stderr)
+
+
+@command
 def main(argv: list[str] | None = None) -> None:
     """Translate ``--text`` sentences or stdin lines with a checkpoint, one line each to stdout."""
     args = parse_args(argv)
-    try:
-        translator = load_translator(args.checkpoint, map_location=args.device).to(args.device)
-    except (FileNotFoundError, ValueError) as error:
-        sys.exit(f"error: {error}")
+    translator = load_translator(args.checkpoint, map_location=args.device).to(args.device)
     if args.max_len is not None and args.max_len > translator.net.max_len:
-        sys.exit(f"--max-len must be in 1..{translator.net.max_len} (the model's max_len), got {args.max_len}")
-    lines = args.text if args.text else [line.rstrip("\n") for line in sys.stdin]
+        raise InputError(f"--max-len must be in 1..{translator.net.max_len} (the model's max_len), got {args.max_len}")
+    check_layer(translator, args.attention_layer)
+    if args.attention is not None:
+        write_attention(translator, args)
+        return
+    lines: Iterable[str] = args.text if args.text else Utf8Lines(sys.stdin.buffer)
     for translation in translate_lines(translator, lines, args.beam, args.max_len, args.batch_size):
         print(translation, flush=True)
+    if isinstance(lines, Utf8Lines) and lines.replaced:
+        print(
+            f"warning: {lines.replaced} input line(s) held bytes that are not UTF-8; each invalid "
+            "sequence was replaced by U+FFFD before translating",
+            file=sys.stderr,
+        )
 
 
 if __name__ == "__main__":

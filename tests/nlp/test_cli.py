@@ -63,16 +63,19 @@ def test_translate_command_reproduces_the_toy_targets_from_stdin(toy_run: Path) 
 @pytest.mark.slow
 def test_translate_options_and_errors(toy_run: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
     best = str(next((toy_run / "checkpoints").glob("best-*.ckpt")))
-    monkeypatch.setattr(sys, "stdin", io.StringIO(STDIN))
+    monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO(STDIN.encode())))
     translate.main([best, "--beam", "1"])
     assert capsys.readouterr().out.splitlines() == EXPECTED
     # Greedy with a cap of 3 tokens (</s> included) keeps the first two words of a longer target.
     translate.main([best, "--beam", "1", "--text", TOY_PAIRS[1][0], "--text", TOY_PAIRS[2][0], "--max-len", "3"])
     assert capsys.readouterr().out.splitlines() == [" ".join(target.split()[:2]) for _, target in TOY_PAIRS[1:]]
-    with pytest.raises(SystemExit, match="nothing.ckpt does not exist"):
-        translate.main([str(tmp_path / "nothing.ckpt"), "--text", "winter is coming"])
-    with pytest.raises(SystemExit, match="--max-len must be in 1..128"):
-        translate.main([best, "--text", "winter", "--max-len", "1000"])
+    for arguments, message in [
+        ([str(tmp_path / "nothing.ckpt"), "--text", "winter is coming"], "nothing.ckpt does not exist"),
+        ([best, "--text", "winter", "--max-len", "1000"], "--max-len must be in 1..128"),
+    ]:
+        with pytest.raises(SystemExit) as exit_info:
+            translate.main(arguments)
+        assert exit_info.value.code == 2 and message in capsys.readouterr().err
 
 
 @pytest.mark.parametrize("option", ["--batch-size", "--beam", "--max-len"])

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from core.errors import InputError
 from nlp.batching import Collator, TokenBudgetBatchSampler, token_budget_batches
 from nlp.corpora import load_hf_split, read_corpus, read_parallel, read_tsv
 from nlp.datamodule import TranslationDataModule
@@ -45,6 +46,30 @@ def test_parallel_files_by_prefix(tmp_path: Path, caplog: pytest.LogCaptureFixtu
         pairs = read_corpus(tmp_path / "train", "de", "en")
     assert pairs == [("ein Haus", "a house"), ("zwei Hunde", "two dogs")]
     assert "skipped 1 empty or malformed line(s)" in caplog.text
+
+
+def test_invalid_utf8_is_replaced_and_counted_once_per_file(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    path = tmp_path / "train.tsv"
+    path.write_bytes(b"\xef\xbb\xbfein Haus\ta house\r\nzwei \xff\xfe Hunde\ttwo dogs\nGr\xfc\xdfe\tgreetings \xc3\n")
+    with caplog.at_level(logging.WARNING):
+        pairs = read_tsv(path)
+    assert pairs == [("ein Haus", "a house"), ("zwei \ufffd\ufffd Hunde", "two dogs"), ("Gr\ufffd\ufffde", "greetings \ufffd")]
+    assert caplog.text.count("not UTF-8") == 1
+    assert f"{path}: 2 line(s) held bytes that are not UTF-8" in caplog.text
+
+
+def test_parallel_files_stay_aligned_through_bad_bytes_and_unicode_line_breaks(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    # U+2028 (LINE SEPARATOR) and U+0085 (NEXT LINE) end a line for str.splitlines(), not for the
+    # corpus: only "\n" does, as in Moses and fairseq.
+    (tmp_path / "train.de").write_bytes("ein\u2028Haus\nzwei\x85Hunde\ndrei \xe4pfel\n".encode())
+    (tmp_path / "train.en").write_bytes(b"a house\ntwo \x80dogs\nthree apples\n")
+    with caplog.at_level(logging.WARNING):
+        pairs = read_corpus(tmp_path / "train", "de", "en")
+    assert pairs == [("ein\u2028Haus", "a house"), ("zwei\x85Hunde", "two \ufffddogs"), ("drei \xe4pfel", "three apples")]
+    assert "train.en: 1 line(s) held bytes that are not UTF-8" in caplog.text
+    assert "train.de:" not in caplog.text
 
 
 def test_parallel_files_must_be_aligned_and_present(tmp_path: Path) -> None:
@@ -97,7 +122,7 @@ def test_prepare_data_fills_the_cache_without_building_pairs(tmp_path: Path, mon
 
 def test_missing_hugging_face_dataset_offline_is_a_clear_error() -> None:
     # tests/conftest.py puts the Hugging Face libraries in offline mode.
-    with pytest.raises(RuntimeError, match="downloaded on first use.*data=files"):
+    with pytest.raises(InputError, match="downloaded on first use.*data=files"):
         load_hf_split("bentrevett/multi30k", None, "train", "de", "en")
 
 

@@ -18,9 +18,9 @@ from typing import Any
 import pytest
 import torch
 
-from nlp import walkthrough
 from nlp.toy_corpus import TOY_PAIRS
-from nlp.walkthrough_model import Vocabulary, build_model
+from nlp.walkthrough.cli import main
+from nlp.walkthrough.model import Vocabulary, build_model
 
 ROOT = Path(__file__).resolve().parents[2]
 DEFAULT = {"dim": 6, "heads": 2, "head_dim": 4, "ffn_dim": 8, "seed": 0}
@@ -63,7 +63,7 @@ def run(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
     path = tmp_path_factory.mktemp("walkthrough") / "steps.json"
     printed = io.StringIO()
     with contextlib.redirect_stdout(printed):
-        walkthrough.main([*cli_args(request.param), "--json", str(path)])
+        main([*cli_args(request.param), "--json", str(path)])
     steps = json.loads(path.read_text())["steps"]
     values = {step["name"]: step["value"] for step in steps}
     return {"config": request.param, "text": printed.getvalue(), "steps": steps, "values": values}
@@ -236,6 +236,6 @@ def test_bad_arguments_name_the_option(
     argv: list[str], message: str, capsys: pytest.CaptureFixture[str]
 ) -> None:
     with pytest.raises(SystemExit) as exit_info:
-        walkthrough.main(argv)
+        main(argv)
     assert exit_info.value.code == 2
     assert message in capsys.readouterr().err

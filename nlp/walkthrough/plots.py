@@ -9,7 +9,7 @@ from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 from torch import Tensor
 
-from nlp.walkthrough_steps import Step
+from nlp.walkthrough.steps import Step
 
 
 def heatmap(ax: Axes, matrix: Tensor, rows: list[str], columns: list[str], title: str) -> None:

@@ -10,8 +10,8 @@ import torch
 from torch import Tensor
 
 import core
-from nlp.walkthrough_model import START, TinyTransformer, Vocabulary, greedy_decode
-from nlp.walkthrough_recorder import ActivationRecorder
+from nlp.walkthrough.model import START, TinyTransformer, Vocabulary, greedy_words
+from nlp.walkthrough.recorder import ActivationRecorder
 
 ENCODER_MODULES = [
     "embedding",
@@ -484,7 +484,7 @@ def output_steps(vocab: Vocabulary, rec: ActivationRecorder, words: list[str]) -
 
 def greedy_step(model: TinyTransformer, vocab: Vocabulary, source: Tensor, source_len: int) -> Step:
     """Greedy decoding of the source, each chosen word with its probability."""
-    chosen = greedy_decode(model, vocab, source, max_len=2 * source_len)
+    chosen = greedy_words(model, vocab, source, max_len=2 * source_len)
     decoded = [START]
     lines = []
     for t, (word, probability) in enumerate(chosen, 1):

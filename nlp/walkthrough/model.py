@@ -154,11 +154,14 @@ def fit(
 
 
 @torch.no_grad()
-def greedy_decode(
+def greedy_words(
     model: TinyTransformer, vocab: Vocabulary, source: Tensor, max_len: int
 ) -> list[tuple[str, float]]:
     """Feed each most likely word back in until ``<end>`` or ``max_len`` words; returns each
-    chosen word with its probability. ``source`` is [1, S]."""
+    chosen word with its probability. ``source`` is [1, S].
+
+    The loop of the worked example, one sentence and no cache, so every step can be printed;
+    :func:`nlp.decoding.greedy_decode` is the batched, cached decoder of the real models."""
     memory = model.encode(source)
     decoded = [vocab.start_id]
     chosen: list[tuple[str, float]] = []

@@ -1,10 +1,5 @@
-"""``python -m nlp.walkthrough``: the worked example of the Transformer, every matrix of one
-forward pass printed step by step, computed by the core blocks that train the real models.
-
-The model is Figure 1 with one encoder and one decoder layer (see
-:class:`nlp.walkthrough_model.TinyTransformer`) over the three-sentence toy corpus; the numbers
-are read from the modules with forward hooks (see :mod:`nlp.walkthrough_steps`).
-"""
+"""The command line of ``python -m nlp.walkthrough``: build (and optionally train) the tiny model,
+print every step, write the JSON and the plots."""
 
 from __future__ import annotations
 
@@ -18,17 +13,17 @@ from pathlib import Path
 import torch
 from rich.console import Console
 from rich.text import Text
-from torch import Tensor
 
-from core.cli import positive_float, positive_int
+from core.cli import ArgumentParser, command, positive_float, positive_int
 from nlp.toy_corpus import TOY_PAIRS
-from nlp.walkthrough_model import Vocabulary, build_model, fit
-from nlp.walkthrough_steps import Step, trace
+from nlp.walkthrough.model import Vocabulary, build_model, fit
+from nlp.walkthrough.printing import print_steps
+from nlp.walkthrough.steps import trace
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
     """The command line of ``python -m nlp.walkthrough``, checked option by option."""
-    parser = argparse.ArgumentParser(
+    parser = ArgumentParser(
         prog="python -m nlp.walkthrough",
         description="Print every matrix of one forward pass of a tiny Transformer on the toy corpus.",
     )
@@ -53,48 +48,6 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     return args
 
 
-def format_row(label: str, cells: list[str], label_width: int, widths: list[int]) -> str:
-    """One table line: the label left-aligned, each cell right-aligned in its width."""
-    return f"{label:<{label_width}}" + "".join(f"{cell:>{width}}" for cell, width in zip(cells, widths))
-
-
-def format_matrix(matrix: Tensor, rows: list[str], columns: list[str]) -> str:
-    """A labelled table of a [R, C] tensor, rounded to 3 decimals (integers as they are)."""
-    cells = [[str(v) if isinstance(v, int) else f"{v:.3f}" for v in row] for row in matrix.tolist()]
-    widths = [max(len(columns[j]), *(len(row[j]) for row in cells)) + 2 for j in range(len(columns))]
-    label_width = max(len(label) for label in rows) + 1
-    lines = [format_row("", columns, label_width, widths)]
-    lines += [format_row(label, row, label_width, widths) for label, row in zip(rows, cells)]
-    return "\n".join(lines)
-
-
-def format_value(step: Step) -> str:
-    """The printed body of a step: its text, or its tensor as one or more labelled tables."""
-    if step.text is not None:
-        return step.text
-    value: Tensor = step.value
-    if value.dim() == 1:
-        return format_matrix(value[None], [""], step.columns or step.rows)
-    if value.dim() == 3:
-        tables = [format_matrix(matrix, step.rows, step.columns) for matrix in value]
-        return "\n\n".join(f"head {head}\n{table}" for head, table in enumerate(tables, 1))
-    if step.transpose:
-        return format_matrix(value.T, step.columns, step.rows)
-    return format_matrix(value, step.rows, step.columns)
-
-
-def print_steps(steps: list[Step], console: Console) -> None:
-    """Print each step numbered, with its formula, note and value."""
-    for number, step in enumerate(steps, 1):
-        console.print(Text(f"{number}. {step.title}", style="bold cyan"))
-        console.print(Text(f"   {step.formula}", style="yellow"))
-        if step.note:
-            console.print(Text(f"   {step.note}", style="dim"))
-        body = "\n".join(f"   {line}" for line in format_value(step).splitlines())
-        console.print(Text(body))
-        console.print()
-
-
 @contextmanager
 def one_thread() -> Iterator[None]:
     """Run torch on one thread, then restore the previous count: on matrices a few numbers wide,
@@ -107,6 +60,7 @@ def one_thread() -> Iterator[None]:
         torch.set_num_threads(previous)
 
 
+@command
 def main(argv: list[str] | None = None) -> None:
     """Run the walkthrough of the command line ``argv`` on one torch thread."""
     args = parse_args(argv)
@@ -145,11 +99,8 @@ def walk_through(args: argparse.Namespace) -> None:
         args.json.write_text(json.dumps({"steps": [step.to_json() for step in steps]}, indent=1))
         console.print(f"Wrote {len(steps)} steps to {args.json}")
     if args.plots is not None:
-        from nlp.walkthrough_plots import save_plots  # matplotlib loads only when plots are asked for
+        from nlp.walkthrough.plots import save_plots  # matplotlib loads only when plots are asked for
 
         for path in save_plots(steps, args.plots):
             console.print(f"Wrote {path}")
 
-
-if __name__ == "__main__":
-    main()

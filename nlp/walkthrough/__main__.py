@@ -1,0 +1,5 @@
+"""``python -m nlp.walkthrough``: see :mod:`nlp.walkthrough`."""
+
+from nlp.walkthrough.cli import main
+
+main()

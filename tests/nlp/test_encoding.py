@@ -1,0 +1,53 @@
+"""Translation encodes a sentence exactly as the datamodule encoded it for training and
+evaluation: the same function (:mod:`nlp.encoding`), with the ``max_len`` the checkpoint stores."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import torch
+from hydra.utils import instantiate
+
+from core.runner import model_kwargs
+from nlp.batching import pad_batch
+from nlp.encoding import encode_sources, encode_targets
+from nlp.module import load_translator
+from tests.nlp.conftest import nlp_config
+
+MODEL_MAX_LEN = 16
+
+
+@pytest.mark.parametrize("data_max_len", [None, 5], ids=["model_max_len", "shorter_data_max_len"])
+def test_translate_time_sources_equal_the_datamodules(tmp_path: Path, data_max_len: int | None) -> None:
+    overrides = ["data=toy", "model=transformer_tiny", f"model.max_len={MODEL_MAX_LEN}"]
+    if data_max_len is not None:
+        overrides.append(f"data.max_len={data_max_len}")
+    cfg = nlp_config(tmp_path, *overrides)
+    datamodule = instantiate(cfg.data, _convert_="all")
+    datamodule.setup("fit")
+    module = instantiate(cfg.module, model=model_kwargs(cfg), **datamodule.module_kwargs(), _convert_="all")
+    checkpoint = tmp_path / "translator.ckpt"
+    torch.save({"hyper_parameters": dict(module.hparams), "state_dict": module.state_dict()}, checkpoint)
+    translator = load_translator(checkpoint)
+
+    sentences = [source for source, _ in datamodule.pairs["val"]]
+    expected = pad_batch([source for source, _ in datamodule.examples["val"]], translator.tokenizer.pad_id)
+    torch.testing.assert_close(translator.source_batch(sentences), expected, rtol=0, atol=0)
+    longest = max(len(translator.tokenizer.encode(sentence)) for sentence in sentences)
+    max_len = data_max_len or MODEL_MAX_LEN
+    assert translator.hparams.source_max_len == max_len
+    assert expected.shape[1] == min(longest, max_len - 1) + 1  # truncated only by the shorter data max_len
+    assert (longest >= max_len) == (data_max_len is not None)
+
+
+def test_sources_and_targets_are_cut_to_max_len_minus_one_subwords(toy_tokenizer) -> None:
+    text = "when you play the game of thrones"
+    subwords = toy_tokenizer.encode(text)
+    eos, bos = toy_tokenizer.eos_id, toy_tokenizer.bos_id
+    assert encode_sources(toy_tokenizer, [text], 4) == ([subwords[:3] + [eos]], [True])
+    assert encode_targets(toy_tokenizer, [text], 4) == ([[bos, *subwords[:3], eos]], [True])
+    whole = len(subwords) + 1
+    assert encode_sources(toy_tokenizer, [text], whole) == ([subwords + [eos]], [False])
+    with pytest.raises(ValueError, match="max_len must be at least 2"):
+        encode_sources(toy_tokenizer, [text], 1)

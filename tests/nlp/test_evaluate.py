@@ -1,0 +1,108 @@
+"""``python -m nlp.evaluate``: the real ``conf/nlp_eval.yaml`` composed with Hydra and a tiny
+untrained checkpoint on the toy corpus; scores against sacreBLEU run on the module's own
+translations, decoding overrides that take effect, and bad input ending in one ``error:`` line."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import pytest
+from hydra import compose, initialize_config_dir
+from omegaconf import DictConfig
+from sacrebleu.metrics import BLEU, CHRF
+
+from core.errors import InputError
+from nlp import evaluate
+from nlp.decoding import repetition_rate
+from nlp.module import load_translator
+from nlp.tokenizer import SubwordTokenizer
+from nlp.toy_corpus import TOY_PAIRS
+from tests.nlp.conftest import CONF
+from tests.nlp.translator_testdata import write_translator_checkpoint
+from tests.vision.vision_testdata import write_classifier_checkpoint
+
+
+@pytest.fixture(scope="module")
+def checkpoint(tmp_path_factory: pytest.TempPathFactory, toy_tokenizer: SubwordTokenizer) -> Path:
+    """An untrained model whose translations repeat a word, which the no-repeat option forbids."""
+    return write_translator_checkpoint(tmp_path_factory.mktemp("run") / "tiny.ckpt", toy_tokenizer)
+
+
+def eval_config(output_dir: Path, *overrides: str) -> DictConfig:
+    with initialize_config_dir(config_dir=str(CONF), version_base="1.3"):
+        return compose(
+            "nlp_eval",
+            overrides=[f"paths.output_dir={output_dir}", "trainer=cpu", "callbacks.progress_bar=null", *overrides],
+        )
+
+
+def write_corpus(path: Path, checkpoint: Path, beam: int) -> list[str]:
+    """A TSV file of the toy sources whose first two targets are the model's own translations, so
+    that the scores are neither 0 nor 100; returns its references."""
+    sources = [source for source, _ in TOY_PAIRS]
+    references = [*load_translator(checkpoint).translate(sources[:2], beam_size=beam), TOY_PAIRS[2][1]]
+    path.write_text("".join(f"{source}\t{target.strip()}\n" for source, target in zip(sources, references)))
+    return references
+
+
+@pytest.mark.parametrize("beam", [1, 3])
+def test_scores_are_sacrebleus_on_the_modules_translations(beam: int, checkpoint: Path, tmp_path: Path) -> None:
+    path = tmp_path / "test.tsv"
+    references = write_corpus(path, checkpoint, beam)
+    files = ["data=files", f"data.train={path}", f"data.val={path}", f"data.test={path}"]
+    cfg = eval_config(tmp_path, f"ckpt_path={checkpoint}", *files, f"module.beam_size={beam}")
+    metrics = evaluate.evaluate_translator(cfg)
+    assert json.loads((tmp_path / "metrics.json").read_text()) == metrics
+    hypotheses = load_translator(checkpoint).translate([source for source, _ in TOY_PAIRS], beam_size=beam)
+    bleu, chrf = BLEU(), CHRF()
+    assert 0 < metrics["test/bleu"] < 100 and 0 < metrics["test/chrf"] < 100
+    assert metrics["test/bleu"] == pytest.approx(bleu.corpus_score(hypotheses, [references]).score)
+    assert metrics["test/chrf"] == pytest.approx(chrf.corpus_score(hypotheses, [references]).score)
+    assert metrics["test/bleu_signature"] == str(bleu.get_signature()) and "tok:13a" in metrics["test/bleu_signature"]
+    assert metrics["test/chrf_signature"] == str(chrf.get_signature())
+    assert metrics["test/rep4"] == pytest.approx(repetition_rate(hypotheses, 4))
+
+
+def test_no_repeat_option_overrides_the_checkpoint(checkpoint: Path, tmp_path: Path) -> None:
+    plain = evaluate.evaluate_translator(eval_config(tmp_path / "a", f"ckpt_path={checkpoint}", "data=toy"))
+    assert plain["test/rep4"] > 0  # the untrained model babbles
+    cfg = eval_config(
+        tmp_path / "b", f"ckpt_path={checkpoint}", "data=toy", "module.no_repeat_ngram_size=2", "split=train"
+    )
+    blocked = evaluate.evaluate_translator(cfg)
+    assert blocked["train/rep4"] == 0.0 and blocked["split"] == "train"
+
+
+@pytest.mark.parametrize(
+    ("overrides", "message"),
+    [
+        (["module.beam_size=0"], "module.beam_size must be a whole number of at least 1"),
+        (["module.length_penalty=-1"], "module.length_penalty must be"),
+        (["split=dev"], "split=dev is not offered"),
+        (["data.max_tokens=0"], "data.max_tokens must be"),
+    ],
+)
+def test_bad_settings_are_input_errors(overrides: list[str], message: str, checkpoint: Path, tmp_path: Path) -> None:
+    cfg = eval_config(tmp_path, f"ckpt_path={checkpoint}", "data=toy", *overrides)
+    with pytest.raises(InputError, match=message):
+        evaluate.evaluate_translator(cfg)
+
+
+@pytest.mark.parametrize("kind", ["vision checkpoint", "garbage", "empty"])
+def test_the_command_names_a_checkpoint_it_cannot_use(
+    kind: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = tmp_path / "model.ckpt"
+    if kind == "vision checkpoint":
+        write_classifier_checkpoint(path)
+    else:
+        path.write_bytes(b"" if kind == "empty" else b"\x00not a checkpoint" * 50)
+    monkeypatch.setattr(sys, "argv", ["nlp.evaluate", f"ckpt_path={path}", "data=toy", f"hydra.run.dir={tmp_path / 'run'}"])
+    with pytest.raises(SystemExit) as exit_info:
+        evaluate.main()
+    assert exit_info.value.code == 2
+    error = capsys.readouterr().err
+    assert error.startswith("error:") and error.count("\n") == 1 and "Traceback" not in error, error
+    assert str(path) in error

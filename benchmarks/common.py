@@ -179,10 +179,15 @@ def peak_memory(run: Callable[[], object], device: torch.device, calls: int = 2)
     return {"peak_mib": round(resident_mib("VmHWM") - before, 1), "method": "peak RSS growth (VmHWM)"}
 
 
-def emit(result: Mapping[str, Any], append: Path | None) -> None:
-    """Print ``result`` as one JSON object; with ``append``, also add it as one line to that file."""
-    print(json.dumps(result, indent=2))
+def append_line(result: Mapping[str, Any], append: Path | None) -> None:
+    """With ``append``, add ``result`` as one JSON line to that file."""
     if append is not None:
         append.parent.mkdir(parents=True, exist_ok=True)
         with append.open("a") as handle:
             handle.write(json.dumps(result) + "\n")
+
+
+def emit(result: Mapping[str, Any], append: Path | None) -> None:
+    """Print ``result`` as one JSON object; with ``append``, also add it as one line to that file."""
+    print(json.dumps(result, indent=2))
+    append_line(result, append)

@@ -11,9 +11,10 @@ from pathlib import Path
 import pytest
 import torch
 
-from benchmarks import decoding, report, seq2seq, vit
+from benchmarks import decoding, quality_nmt, quality_vision, report, seq2seq, vit
 from benchmarks.common import interleave, peak_memory
 from nlp.decoding import beam_search, greedy_decode
+from tests.nlp.gettext_catalogs import fake_locale_tree
 
 QUICK = ["--quick", "--threads", "1"]
 
@@ -119,3 +120,42 @@ def test_report_names_a_bad_line(tmp_path: Path) -> None:
     results.write_text("not json\n")
     with pytest.raises(ValueError, match="results.jsonl:1"):
         report.main([str(results)])
+
+
+@pytest.mark.slow
+def test_quality_nmt_runs_the_cli_and_the_plain_loop_side_by_side(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    locale = fake_locale_tree(tmp_path / "locale")
+    results = tmp_path / "results.jsonl"
+    argv = ["--quick", "--threads", "1", "--locale-dir", str(locale), "--out-dir", str(tmp_path / "runs")]
+    output = quality_nmt.main([*argv, "--append", str(results)])
+    assert json.loads(results.read_text()) == output
+    assert [row["contender"] for row in output["rows"]] == ["nlp.train (transformer_mini)", "plain nn.Transformer loop"]
+    for row in output["rows"]:
+        assert 0 <= row["bleu"] <= 100 and 0 <= row["chrf"] <= 100 and 0 <= row["rep4"] <= 1
+        assert row["train_tokens_per_second"] > 0 and row["rep4_ref"] == 0.0 and row["train_loss"] > 0
+    assert (tmp_path / "runs" / "cli_0.05min" / "metrics.json").is_file()
+    table = capsys.readouterr().out
+    assert "| minutes | contender | test BLEU | test chrF |" in table
+    assert "| 0.05 | plain nn.Transformer loop |" in table
+
+
+@pytest.mark.slow
+def test_quality_vision_runs_the_cli_and_the_plain_timm_loop_side_by_side(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    pytest.importorskip("sklearn")
+    results = tmp_path / "results.jsonl"
+    argv = [*QUICK, "--data-dir", str(tmp_path / "data"), "--out-dir", str(tmp_path / "runs")]
+    output = quality_vision.main([*argv, "--append", str(results)])
+    assert json.loads(results.read_text()) == output
+    assert [row["contender"] for row in output["rows"]] == ["vision.train defaults", "plain timm loop"]
+    for row in output["rows"]:
+        assert (row["data"], row["epochs"]) == ("digits", 1)
+        assert 0 <= row["test_acc"] <= 1 and row["train_seconds"] > 0 and row["wall_seconds"] >= row["train_seconds"]
+    assert output["settings"]["images"] == {"digits": {"train": 1258, "val": 179, "test": 360}}
+    assert (tmp_path / "runs" / "digits_1ep" / "metrics.json").is_file()
+    table = capsys.readouterr().out
+    assert "| data | epochs | contender | test acc | train s | wall s |" in table
+    assert "| digits | 1 | plain timm loop |" in table

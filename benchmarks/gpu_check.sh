@@ -1,0 +1,60 @@
+#!/usr/bin/env bash
+# GPU readiness check, one script, about 4 minutes on one GPU (bf16, torch.compile):
+#   1. python -m vision.train trainer=gpu compile=true on CIFAR-shaped (32 px) data, 200 steps:
+#      the CLI's training images/s, beside timm's compiled ViT of the same shape (benchmarks.vit).
+#   2. python -m nlp.train trainer=gpu compile=true on a generated parallel corpus, 200 steps:
+#      the CLI's target tokens/s.
+# Usage: bash benchmarks/gpu_check.sh [OUTPUT_DIR]   (figures: OUTPUT_DIR/summary.md)
+set -uo pipefail
+cd "$(dirname "$0")/.."
+out=${1:-${OUT:-gpu_check}}
+mkdir -p "$out"
+export PYTHONUNBUFFERED=1 HYDRA_FULL_ERROR=1
+py=${PYTHON:-python3}
+workers=$(( $(nproc) > 12 ? 12 : $(nproc) ))
+summary="$out/summary.md"
+
+{
+  echo "# GPU check $(date -u +%F)"
+  nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader
+  $py -c "import torch, lightning, timm; print('torch', torch.__version__, '| lightning', lightning.__version__, '| timm', timm.__version__)"
+} | tee "$summary"
+
+metric() {  # metric RUN_DIR KEY: one value of a run's metrics.json
+  $py -c "import json,sys; print(round(json.load(open(sys.argv[1] + '/metrics.json')).get(sys.argv[2], float('nan')), 1))" "$1" "$2"
+}
+
+echo "## vision.train trainer=gpu compile=true (vit_tiny, 32 px, batch 256, 200 steps)" | tee -a "$summary"
+timeout 120 $py -m vision.train data=synthetic data.train_size=25600 data.val_size=1024 data.test_size=1024 \
+  data.batch_size=256 data.num_workers=$workers data.pin_memory=true data.persistent_workers=true \
+  trainer=gpu compile=true trainer.max_steps=200 trainer.limit_val_batches=4 \
+  hydra.run.dir="$out/vision" > "$out/vision.log" 2>&1
+echo "exit $? | CLI training images/s: $(metric "$out/vision" train_samples_per_second)" | tee -a "$summary"
+timeout 100 $py -m benchmarks.vit --device cuda --compile --batch 256 --models vit_tiny --warmup 2 --repeats 3 \
+  > "$out/vit_bench.json" 2>"$out/vit_bench.log"
+echo "exit $? | benchmarks.vit vit_tiny 32 px (ours vs timm, both compiled, bf16), images/s:" | tee -a "$summary"
+$py - "$out/vit_bench.json" <<'EOF' | tee -a "$summary"
+import json, sys
+for case in json.load(open(sys.argv[1]))["cases"]:
+    print(case["case"], {name: run["items_per_s"] for name, run in case["speed"].items()}, case["ratios"])
+EOF
+
+echo "## nlp.train trainer=gpu compile=true (transformer_small, generated corpus, 200 steps)" | tee -a "$summary"
+$py - "$out/corpus" <<'EOF'
+import random, sys
+from pathlib import Path
+root = Path(sys.argv[1]); root.mkdir(parents=True, exist_ok=True)
+rng = random.Random(0)
+words = [f"w{i}" for i in range(4000)]
+for split, size in (("train", 20000), ("valid", 200), ("test", 200)):
+    lines = []
+    for _ in range(size):
+        source = [rng.choice(words) for _ in range(rng.randint(5, 40))]
+        lines.append(" ".join(source) + "\t" + " ".join(reversed(source)))
+    (root / f"{split}.tsv").write_text("\n".join(lines) + "\n")
+EOF
+timeout 120 $py -m nlp.train data=files data.train="$out/corpus/train.tsv" data.val="$out/corpus/valid.tsv" \
+  data.test="$out/corpus/test.tsv" data.src_lang=src data.tgt_lang=tgt model=transformer_small \
+  trainer=gpu compile=true trainer.max_steps=200 trainer.limit_val_batches=2 trainer.limit_test_batches=2 \
+  hydra.run.dir="$out/nlp" > "$out/nlp.log" 2>&1
+echo "exit $? | CLI training target tokens/s: $(metric "$out/nlp" train_tokens_per_second)" | tee -a "$summary"

@@ -1,0 +1,323 @@
+"""Translation quality per wall-clock minute: ``python -m nlp.train data=gettext model=transformer_mini``
+against a plain ``torch.nn.Transformer`` training loop, each given the same training minutes.
+
+Both contenders get the same data: the gettext corpus (English -> ``--tgt-lang``) with the same
+split, BPE tokenizer and truncation, built by the data config the CLI composes (one list of
+Hydra overrides drives both). The CLI runs as a user would run it, in a subprocess with
+``trainer.max_time``; it tests its best checkpoint with beam search (``metrics.json``).
+
+The plain loop is the model and loop of the PyTorch tutorial "Language Translation with
+nn.Transformer": ``torch.nn.Transformer`` with the transformer_mini sizes, separate source and
+target embeddings scaled by sqrt(d), sinusoidal positions, a linear generator, batches of 128
+shuffled sentence pairs, Adam (0.9, 0.98, 1e-9) and greedy decoding without a cache. Its learning
+rate, warmup and batch are tuned as a practitioner would (``PLAIN_LOOP``: peak 5e-4 after a
+linear warmup, then 1/sqrt(step)); it adds label smoothing 0.1 and gradient clipping 1.0 as the
+CLI has them. It trains in float32, as the tutorial does (the CLI's ``trainer=gpu`` is bf16-mixed),
+until the minutes are spent, without validation.
+
+Columns: test BLEU and chrF (sacreBLEU), rep4 (share of translations repeating a word 4-gram,
+beside the references' own share), the final label-smoothed training loss (the CLI's last logged
+``train/loss``, the plain loop's mean over its last 50 steps) and training target tokens per second.
+
+    python -m benchmarks.quality_nmt [--minutes 8 30] [--device cpu|cuda] [--threads N]
+        [--tgt-lang de] [--locale-dir /usr/share/locale] [--out-dir DIR] [--append results.jsonl] [--quick]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+import torch
+import torch.nn.functional as F
+from hydra import compose, initialize_config_dir
+from hydra.utils import instantiate
+from sacrebleu.metrics import BLEU, CHRF
+from torch import Tensor, nn
+
+import core
+from benchmarks.common import append_line, environment
+from nlp.batching import Example, pad_batch
+from nlp.datamodule import TranslationDataModule
+from nlp.decoding import length_limits, repetition_rate
+from nlp.gettext import DEFAULT_LOCALE_DIR
+from nlp.tokenizer import SubwordTokenizer
+
+CONF = Path(__file__).resolve().parents[1] / "conf"
+QUICK_OVERRIDES = ("model=transformer_tiny", "data.vocab_size=300", "trainer.num_sanity_val_steps=0")
+
+
+@dataclass(frozen=True)
+class PlainLoop:
+    """Settings of the plain ``torch.nn.Transformer`` loop."""
+
+    batch_sentences: int = 128  # the tutorial's BATCH_SIZE
+    peak_lr: float = 5e-4  # the tutorial's 1e-4 is for 18 epochs; fairseq's post-norm IWSLT rate
+    warmup_steps: int = 300  # linear warmup, then lr * sqrt(warmup / step)
+    label_smoothing: float = 0.1
+    clip_norm: float = 1.0
+    seed: int = 0
+
+
+PLAIN_LOOP = PlainLoop()
+
+
+def data_overrides(args: argparse.Namespace) -> list[str]:
+    """The Hydra overrides both contenders share: corpus, language, model size."""
+    overrides = ["data=gettext", f"data.tgt_lang={args.tgt_lang}", f"data.locale_dir={args.locale_dir}"]
+    overrides.append("model=transformer_mini")
+    return overrides + list(QUICK_OVERRIDES if args.quick else ())
+
+
+def max_time(seconds: float) -> str:
+    """Lightning's ``DD:HH:MM:SS`` for ``trainer.max_time``."""
+    whole = max(1, round(seconds))
+    return f"{whole // 86400:02d}:{whole // 3600 % 24:02d}:{whole // 60 % 60:02d}:{whole % 60:02d}"
+
+
+def run_cli(seconds: float, overrides: list[str], run_dir: Path, device: str, threads: int) -> dict[str, float]:
+    """``python -m nlp.train`` for ``seconds`` of training; the figures of its ``metrics.json``."""
+    command = [
+        sys.executable, "-m", "nlp.train", *overrides,
+        f"trainer={'gpu' if device == 'cuda' else 'cpu'}",
+        f"trainer.max_time={max_time(seconds)}",
+        "logger=csv",
+        f"hydra.run.dir={run_dir}",
+    ]
+    env = {**os.environ, "OMP_NUM_THREADS": str(threads)}
+    result = subprocess.run(command, capture_output=True, text=True, env=env, cwd=CONF.parent)
+    if result.returncode != 0:
+        raise RuntimeError(f"{' '.join(command)} failed:\n{result.stderr[-3000:]}")
+    metrics = json.loads((run_dir / "metrics.json").read_text())
+    return {
+        "bleu": metrics["test/bleu"],
+        "chrf": metrics["test/chrf"],
+        "rep4": metrics["test/rep4"],
+        "rep4_ref": metrics["test/rep4_ref"],
+        "train_loss": metrics["train/loss"],
+        "train_tokens_per_second": metrics["train_tokens_per_second"],
+        "train_seconds": metrics["fit_seconds"],
+    }
+
+
+class TutorialTransformer(nn.Module):
+    """The PyTorch tutorial's ``Seq2SeqTransformer``: ``nn.Transformer`` (post-norm, with the
+    final norms of its stacks), separate embeddings scaled by sqrt(d), a linear generator, every
+    matrix Xavier-uniform initialized."""
+
+    def __init__(self, vocab_size: int, model: dict[str, Any], pad_id: int) -> None:
+        super().__init__()
+        self.dim, self.pad_id, self.max_len = model["dim"], pad_id, model["max_len"]
+        self.src_embed = nn.Embedding(vocab_size, self.dim)
+        self.tgt_embed = nn.Embedding(vocab_size, self.dim)
+        self.pos_encoding = core.SinusoidalPositionalEncoding(self.dim, model["max_len"], model["dropout"])
+        self.transformer = nn.Transformer(
+            d_model=self.dim,
+            nhead=model["num_heads"],
+            num_encoder_layers=model["encoder_depth"],
+            num_decoder_layers=model["decoder_depth"],
+            dim_feedforward=model["ffn_dim"],
+            dropout=model["dropout"],
+            batch_first=True,
+        )
+        self.generator = nn.Linear(self.dim, vocab_size)
+        for parameter in self.parameters():  # the tutorial's init; N(0, 1) embeddings * sqrt(d) would be huge
+            if parameter.dim() > 1:
+                nn.init.xavier_uniform_(parameter)
+
+    def embed(self, embedding: nn.Embedding, tokens: Tensor) -> Tensor:
+        return self.pos_encoding(embedding(tokens) * math.sqrt(self.dim))
+
+    def forward(self, src: Tensor, tgt: Tensor) -> Tensor:
+        """Source [B, S] and shifted target [B, T] -> logits [B, T, vocab]."""
+        src_padding_mask = src.eq(self.pad_id)
+        hidden = self.transformer(
+            self.embed(self.src_embed, src),
+            self.embed(self.tgt_embed, tgt),
+            tgt_mask=core.causal_mask(tgt.shape[1], device=tgt.device),
+            src_key_padding_mask=src_padding_mask,
+            tgt_key_padding_mask=tgt.eq(self.pad_id),
+            memory_key_padding_mask=src_padding_mask,
+        )
+        return self.generator(hidden)
+
+
+def batches(examples: list[Example], size: int, pad_id: int, generator: torch.Generator) -> list[tuple[Tensor, Tensor]]:
+    """One epoch of shuffled batches of ``size`` pairs: (source [B, S], target [B, T])."""
+    order = torch.randperm(len(examples), generator=generator).tolist()
+    chosen = [[examples[i] for i in order[start : start + size]] for start in range(0, len(order), size)]
+    return [(pad_batch([s for s, _ in batch], pad_id), pad_batch([t for _, t in batch], pad_id)) for batch in chosen]
+
+
+def train_plain(
+    model: TutorialTransformer, examples: list[Example], seconds: float, device: torch.device
+) -> dict[str, float]:
+    """Train until ``seconds`` have passed; target tokens per second, the seconds and steps spent
+    and the mean loss of the last 50 steps."""
+    settings, pad_id = PLAIN_LOOP, model.pad_id
+    optimizer = torch.optim.Adam(model.parameters(), lr=settings.peak_lr, betas=(0.9, 0.98), eps=1e-9)
+    warmup = settings.warmup_steps
+    scheduler = torch.optim.lr_scheduler.LambdaLR(
+        optimizer, lambda step: min((step + 1) / warmup, math.sqrt(warmup / (step + 1)))
+    )
+    generator = torch.Generator().manual_seed(settings.seed)
+    model.train()
+    tokens, steps, losses, start = 0, 0, [], time.perf_counter()
+    while time.perf_counter() - start < seconds:
+        for src, tgt in batches(examples, settings.batch_sentences, pad_id, generator):
+            src, tgt = src.to(device), tgt.to(device)
+            logits = model(src, tgt[:, :-1])
+            loss = F.cross_entropy(
+                logits.flatten(0, 1).float(),  # (B * T, V)
+                tgt[:, 1:].flatten(),
+                ignore_index=pad_id,
+                label_smoothing=settings.label_smoothing,
+            )
+            optimizer.zero_grad(set_to_none=True)
+            loss.backward()
+            nn.utils.clip_grad_norm_(model.parameters(), settings.clip_norm)
+            optimizer.step()
+            scheduler.step()
+            tokens += int(tgt[:, 1:].ne(pad_id).sum())
+            losses.append(float(loss))
+            steps += 1
+            if time.perf_counter() - start >= seconds:
+                break
+    elapsed = time.perf_counter() - start
+    last = losses[-50:]
+    return {
+        "train_tokens_per_second": tokens / elapsed,
+        "train_seconds": elapsed,
+        "steps": steps,
+        "train_loss": sum(last) / max(len(last), 1),  # mean of the last 50 steps
+    }
+
+
+@torch.no_grad()
+def greedy_uncached(model: TutorialTransformer, src: Tensor, limits: Tensor, bos_id: int, eos_id: int) -> Tensor:
+    """The tutorial's greedy decoding, batched: the whole prefix through the decoder each step."""
+    tokens = torch.full((src.shape[0], 1), bos_id, dtype=torch.long, device=src.device)
+    finished = torch.zeros(src.shape[0], dtype=torch.bool, device=src.device)
+    for step in range(int(limits.max())):
+        logits = model(src, tokens)[:, -1].float()  # (B, V)
+        logits[:, [model.pad_id, bos_id]] = float("-inf")
+        next_token = logits.argmax(dim=-1)
+        next_token = torch.where(step + 1 >= limits, eos_id, next_token).masked_fill(finished, model.pad_id)
+        tokens = torch.cat([tokens, next_token[:, None]], dim=1)
+        finished |= next_token == eos_id
+        if finished.all():
+            break
+    return tokens[:, 1:]
+
+
+def evaluate_plain(
+    model: TutorialTransformer, examples: list[Example], tokenizer: SubwordTokenizer, device: torch.device
+) -> dict[str, float]:
+    """BLEU, chrF and rep4 of greedy translations of the test split, limited to the CLI's default
+    ``1.2 * source length + 10`` tokens."""
+    model.eval()
+    hypotheses, references = [], []
+    ordered = sorted(examples, key=lambda example: len(example[0]))  # similar lengths batch well
+    for start in range(0, len(ordered), 64):
+        chunk = ordered[start : start + 64]
+        src = pad_batch([s for s, _ in chunk], tokenizer.pad_id).to(device)
+        limits = length_limits(model, src)  # type: ignore[arg-type]  # reads max_len and pad_id
+        output = greedy_uncached(model, src, limits, tokenizer.bos_id, tokenizer.eos_id)
+        hypotheses += [tokenizer.decode(row.tolist()) for row in output]
+        references += [tokenizer.decode(target) for _, target in chunk]
+    return {
+        "bleu": BLEU().corpus_score(hypotheses, [references]).score,
+        "chrf": CHRF().corpus_score(hypotheses, [references]).score,
+        "rep4": repetition_rate(hypotheses),
+        "rep4_ref": repetition_rate(references),
+    }
+
+
+def run_plain(
+    seconds: float, datamodule: TranslationDataModule, model_cfg: dict[str, Any], device: torch.device
+) -> dict[str, float]:
+    """The plain loop on the CLI's data: train for ``seconds``, then test."""
+    tokenizer = datamodule.tokenizer
+    assert tokenizer is not None
+    torch.manual_seed(PLAIN_LOOP.seed)
+    model = TutorialTransformer(tokenizer.vocab_size, model_cfg, tokenizer.pad_id).to(device)
+    trained = train_plain(model, datamodule.examples["train"], seconds, device)
+    return {**evaluate_plain(model, datamodule.examples["test"], tokenizer, device), **trained}
+
+
+def markdown(rows: list[dict[str, Any]]) -> str:
+    """The side-by-side table."""
+    lines = [
+        "| minutes | contender | test BLEU | test chrF | rep4 (references) | train loss | train tokens/s | train s |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    for row in rows:
+        lines.append(
+            f"| {row['minutes']:g} | {row['contender']} | {row['bleu']:.2f} | {row['chrf']:.2f} | "
+            f"{row['rep4']:.3f} ({row['rep4_ref']:.3f}) | {row['train_loss']:.3f} | "
+            f"{row['train_tokens_per_second']:.0f} | {row['train_seconds']:.0f} |"
+        )
+    return "\n".join(lines)
+
+
+def parse_args(argv: list[str]) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--minutes", type=float, nargs="+", default=[8.0, 30.0], help="training budgets to compare")
+    parser.add_argument("--device", default="cpu", choices=("cpu", "cuda"), help="cuda: the CLI with trainer=gpu")
+    parser.add_argument("--threads", type=int, default=torch.get_num_threads(), help="CPU threads of both contenders")
+    parser.add_argument("--tgt-lang", default="de", help="gettext language translated into from English")
+    parser.add_argument("--locale-dir", default=DEFAULT_LOCALE_DIR, help="directory of <lang>/LC_MESSAGES/*.mo")
+    parser.add_argument("--out-dir", type=Path, default=None, help="where the CLI runs go (default: a temporary dir)")
+    parser.add_argument("--append", type=Path, default=None, help="also append the result as one JSON line here")
+    parser.add_argument(
+        "--quick", action="store_true", help="transformer_tiny, a few seconds each: checks the script runs"
+    )
+    args = parser.parse_args(argv)
+    if args.quick:
+        args.minutes = [0.05]
+    return args
+
+
+def main(argv: list[str] | None = None) -> dict[str, Any]:
+    argv = sys.argv[1:] if argv is None else argv
+    args = parse_args(argv)
+    torch.set_num_threads(args.threads)
+    device = torch.device(args.device)
+    overrides = data_overrides(args)
+    with initialize_config_dir(config_dir=str(CONF), version_base="1.3"):
+        cfg = compose("nlp", overrides=overrides)
+    datamodule: TranslationDataModule = instantiate(cfg.data, _convert_="all")
+    datamodule.setup("fit")
+    model_cfg = {key: value for key, value in cfg.model.items() if key != "_target_"}
+    out_dir = args.out_dir or Path(tempfile.mkdtemp(prefix="quality_nmt-"))
+    rows = []
+    for minutes in args.minutes:
+        seconds = 60 * minutes
+        cli = run_cli(seconds, overrides, out_dir / f"cli_{minutes:g}min", args.device, args.threads)
+        plain = run_plain(seconds, datamodule, model_cfg, device)
+        rows += [{"minutes": minutes, "contender": "nlp.train (transformer_mini)", **cli}]
+        rows += [{"minutes": minutes, "contender": "plain nn.Transformer loop", **plain}]
+    output = {
+        "benchmark": "quality_nmt",
+        "env": environment(device, args.threads, " ".join(["python -m benchmarks.quality_nmt", *argv])),
+        "settings": {"overrides": overrides, "plain_loop": asdict(PLAIN_LOOP), "pairs": {
+            split: len(examples) for split, examples in datamodule.examples.items()
+        }},
+        "rows": rows,
+    }
+    print(markdown(rows))
+    append_line(output, args.append)
+    return output
+
+
+if __name__ == "__main__":
+    main()

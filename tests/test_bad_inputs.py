@@ -1,0 +1,154 @@
+"""Bad input to the six commands, as a user gives it: each case runs the command as a subprocess
+and expects exit status 2, one line ``error: ...`` on stderr that names the input, and no
+traceback. Most cases are config values refused before any work starts, so each runs in the
+time it takes to start the command."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+import torch
+
+from nlp.module import TranslationModule
+from nlp.tokenizer import train_tokenizer
+from nlp.toy_corpus import TOY_PAIRS
+from tests.vision.vision_testdata import TINY_MODEL, write_classifier_checkpoint, write_image
+
+ROOT = Path(__file__).resolve().parents[1]
+ENV = {**os.environ, "OMP_NUM_THREADS": "1", "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1"}
+ENV.pop("HYDRA_FULL_ERROR", None)
+
+
+@dataclass(frozen=True)
+class Case:
+    """``python -m command *args`` (``{files}`` in an argument is the folder of the files below)
+    must fail naming ``names`` (also formatted with ``{files}``)."""
+
+    command: str
+    args: tuple[str, ...]
+    names: str
+
+
+VISION_TRAIN = ("data=synthetic", *TINY_MODEL, "trainer=cpu")
+NLP_TRAIN = ("data=toy", "model=transformer_tiny", "trainer=cpu")
+
+CASES = {
+    # vision.train: config values, paths, choices, a resumed checkpoint.
+    "vision.train batch size 0": Case("vision.train", ("data.batch_size=0",), "data.batch_size"),
+    "vision.train image size off the patch grid": Case("vision.train", ("model.img_size=30",), "model.img_size=30"),
+    "vision.train width not divisible by heads": Case("vision.train", ("model.num_heads=5",), "model.num_heads=5"),
+    "vision.train unknown pooling": Case("vision.train", ("model.pool=max",), "model.pool"),
+    "vision.train negative learning rate": Case("vision.train", ("module.lr=-0.001",), "module.lr"),
+    "vision.train odd batch with mixup": Case("vision.train", ("data.batch_size=33",), "data.batch_size=33"),
+    "vision.train image folder missing": Case(
+        "vision.train", ("data=imagefolder", "data.root={files}/no_such_folder"), "{files}/no_such_folder"
+    ),
+    "vision.train unknown precision": Case("vision.train", ("trainer.precision=bf17",), "trainer.precision"),
+    "vision.train unknown config key": Case("vision.train", ("trainer.max_epoch=3",), "trainer.max_epoch"),
+    "vision.train max_time not a duration": Case("vision.train", ("trainer.max_time=10min",), "trainer.max_time"),
+    "vision.train truncated checkpoint to resume": Case(
+        "vision.train", (*VISION_TRAIN, "ckpt_path={files}/truncated.ckpt"), "{files}/truncated.ckpt"
+    ),
+    # nlp.train
+    "nlp.train corpus file missing": Case(
+        "nlp.train", ("data=files", "data.train={files}/missing.tsv", "data.val={files}/missing.tsv"), "data.train"
+    ),
+    "nlp.train corpus without pairs": Case(
+        "nlp.train",
+        ("data=files", "data.train={files}/empty.tsv", "data.val={files}/empty.tsv", "model=transformer_tiny"),
+        "{files}/empty.tsv",
+    ),
+    "nlp.train token budget 0": Case("nlp.train", (*NLP_TRAIN, "data.max_tokens=0"), "data.max_tokens"),
+    "nlp.train heads do not divide width": Case("nlp.train", (*NLP_TRAIN, "model.num_heads=3"), "model.num_heads=3"),
+    "nlp.train unknown activation": Case("nlp.train", (*NLP_TRAIN, "model.activation=tanh"), "model.activation"),
+    "nlp.train label smoothing above 1": Case("nlp.train", (*NLP_TRAIN, "module.label_smoothing=1.5"), "module.label_smoothing"),
+    "nlp.train tokenizer file missing": Case(
+        "nlp.train",
+        ("data=files", "data.train={files}/pairs.tsv", "data.val={files}/pairs.tsv", "data.tokenizer_path={files}/tok.json"),
+        "{files}/tok.json",
+    ),
+    "nlp.train resume from a directory": Case("nlp.train", (*NLP_TRAIN, "ckpt_path={files}"), "ckpt_path={files}"),
+    # vision.predict: checkpoints and images.
+    "vision.predict checkpoint missing": Case(
+        "vision.predict", ("{files}/missing.ckpt", "{files}/image.png"), "{files}/missing.ckpt"
+    ),
+    "vision.predict truncated checkpoint": Case(
+        "vision.predict", ("{files}/truncated.ckpt", "{files}/image.png"), "{files}/truncated.ckpt"
+    ),
+    "vision.predict garbage checkpoint": Case(
+        "vision.predict", ("{files}/garbage.ckpt", "{files}/image.png"), "{files}/garbage.ckpt"
+    ),
+    "vision.predict empty checkpoint": Case("vision.predict", ("{files}/empty.ckpt", "{files}/image.png"), "{files}/empty.ckpt"),
+    "vision.predict translation checkpoint": Case(
+        "vision.predict", ("{files}/translator.ckpt", "{files}/image.png"), "{files}/translator.ckpt"
+    ),
+    "vision.predict corrupt png": Case("vision.predict", ("{files}/classifier.ckpt", "{files}/corrupt.png"), "{files}/corrupt.png"),
+    "vision.predict text file as image": Case(
+        "vision.predict", ("{files}/classifier.ckpt", "{files}/notes.png"), "{files}/notes.png"
+    ),
+    "vision.predict top-k 0": Case("vision.predict", ("{files}/classifier.ckpt", "{files}/image.png", "--top-k", "0"), "--top-k"),
+    # vision.explain
+    "vision.explain image missing": Case("vision.explain", ("{files}/classifier.ckpt", "{files}/missing.png"), "{files}/missing.png"),
+    "vision.explain output not png": Case(
+        "vision.explain", ("{files}/classifier.ckpt", "{files}/image.png", "--out", "{files}/map.jpg"), "--out"
+    ),
+    "vision.explain checkpoint is a directory": Case("vision.explain", ("{files}", "{files}/image.png"), "{files}"),
+    # nlp.translate
+    "nlp.translate vision checkpoint": Case("nlp.translate", ("{files}/classifier.ckpt", "--text", "ein Haus"), "{files}/classifier.ckpt"),
+    "nlp.translate truncated checkpoint": Case("nlp.translate", ("{files}/truncated.ckpt", "--text", "ein Haus"), "{files}/truncated.ckpt"),
+    "nlp.translate beam 0": Case("nlp.translate", ("{files}/translator.ckpt", "--beam", "0"), "--beam"),
+    "nlp.translate max-len beyond the model": Case(
+        "nlp.translate", ("{files}/translator.ckpt", "--max-len", "100000", "--text", "ein Haus"), "--max-len"
+    ),
+    # nlp.walkthrough
+    "nlp.walkthrough width 1": Case("nlp.walkthrough", ("--dim", "1"), "--dim"),
+    "nlp.walkthrough no heads": Case("nlp.walkthrough", ("--heads", "0"), "--heads"),
+    "nlp.walkthrough json into a directory": Case("nlp.walkthrough", ("--json", "{files}"), "--json"),
+    "nlp.walkthrough plots into a file": Case("nlp.walkthrough", ("--plots", "{files}/image.png"), "--plots"),
+}
+
+
+@pytest.fixture(scope="module")
+def files(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The inputs the cases name: good and broken checkpoints of both heads, images, corpora."""
+    folder = tmp_path_factory.mktemp("inputs")
+    classifier = write_classifier_checkpoint(folder / "classifier.ckpt")
+    tokenizer = train_tokenizer((s for pair in TOY_PAIRS for s in pair), vocab_size=400, min_frequency=1)
+    translator = TranslationModule(
+        model=dict(dim=32, num_heads=4, encoder_depth=1, decoder_depth=1, ffn_dim=64, max_len=64),
+        tokenizer=tokenizer.to_json(),
+    )
+    torch.save({"hyper_parameters": dict(translator.hparams), "state_dict": translator.state_dict()}, folder / "translator.ckpt")
+    whole = classifier.read_bytes()
+    (folder / "truncated.ckpt").write_bytes(whole[: len(whole) // 2])
+    (folder / "garbage.ckpt").write_bytes(os.urandom(4096))
+    (folder / "empty.ckpt").write_bytes(b"")
+    write_image(folder / "image.png")
+    (folder / "corrupt.png").write_bytes((folder / "image.png").read_bytes()[:60] + os.urandom(200))
+    (folder / "notes.png").write_text("not an image\n")
+    (folder / "empty.tsv").write_text("\n\nno tab here\n")
+    (folder / "pairs.tsv").write_text("".join(f"{source}\t{target}\n" for source, target in TOY_PAIRS))
+    return folder
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", list(CASES))
+def test_bad_input_ends_in_one_error_line(name: str, files: Path, tmp_path: Path) -> None:
+    case = CASES[name]
+    args = [arg.format(files=files) for arg in case.args]
+    if case.command.endswith(".train"):
+        args.append(f"hydra.run.dir={tmp_path / 'run'}")
+    result = subprocess.run(
+        [sys.executable, "-m", case.command, *args], cwd=ROOT, capture_output=True, env=ENV, timeout=300
+    )
+    stderr = result.stderr.decode(errors="replace")
+    assert "Traceback" not in stderr, stderr[-3000:]
+    assert result.returncode == 2, stderr[-3000:]
+    lines = stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: "), stderr[-3000:]
+    assert case.names.format(files=files) in lines[0]

@@ -15,6 +15,8 @@ import json
 import os
 import platform
 import statistics
+import subprocess
+import sys
 import time
 from collections.abc import Callable, Mapping
 from datetime import datetime, timezone
@@ -177,6 +179,19 @@ def peak_memory(run: Callable[[], object], device: torch.device, calls: int = 2)
     for _ in range(calls):
         run()
     return {"peak_mib": round(resident_mib("VmHWM") - before, 1), "method": "peak RSS growth (VmHWM)"}
+
+
+def run_training_cli(module: str, overrides: list[str], run_dir: Path, threads: int) -> tuple[dict[str, Any], float]:
+    """``python -m {module} *overrides`` in a subprocess with ``threads`` OpenMP threads, its Hydra
+    run directory at ``run_dir``: the run's ``metrics.json`` and the command's wall seconds."""
+    command = [sys.executable, "-m", module, *overrides, f"hydra.run.dir={run_dir}"]
+    env = {**os.environ, "OMP_NUM_THREADS": str(threads)}
+    start = time.perf_counter()
+    result = subprocess.run(command, capture_output=True, text=True, env=env, cwd=Path(__file__).resolve().parents[1])
+    wall = time.perf_counter() - start
+    if result.returncode != 0:
+        raise RuntimeError(f"{' '.join(command)} failed:\n{result.stderr[-3000:]}")
+    return json.loads((run_dir / "metrics.json").read_text()), wall
 
 
 def append_line(result: Mapping[str, Any], append: Path | None) -> None:

@@ -26,10 +26,7 @@ beside the references' own share), the final label-smoothed training loss (the C
 from __future__ import annotations
 
 import argparse
-import json
 import math
-import os
-import subprocess
 import sys
 import tempfile
 import time
@@ -45,7 +42,7 @@ from sacrebleu.metrics import BLEU, CHRF
 from torch import Tensor, nn
 
 import core
-from benchmarks.common import append_line, environment
+from benchmarks.common import append_line, environment, run_training_cli
 from nlp.batching import Example, pad_batch
 from nlp.datamodule import TranslationDataModule
 from nlp.decoding import length_limits, repetition_rate
@@ -86,18 +83,13 @@ def max_time(seconds: float) -> str:
 
 def run_cli(seconds: float, overrides: list[str], run_dir: Path, device: str, threads: int) -> dict[str, float]:
     """``python -m nlp.train`` for ``seconds`` of training; the figures of its ``metrics.json``."""
-    command = [
-        sys.executable, "-m", "nlp.train", *overrides,
+    cli_overrides = [
+        *overrides,
         f"trainer={'gpu' if device == 'cuda' else 'cpu'}",
         f"trainer.max_time={max_time(seconds)}",
         "logger=csv",
-        f"hydra.run.dir={run_dir}",
     ]
-    env = {**os.environ, "OMP_NUM_THREADS": str(threads)}
-    result = subprocess.run(command, capture_output=True, text=True, env=env, cwd=CONF.parent)
-    if result.returncode != 0:
-        raise RuntimeError(f"{' '.join(command)} failed:\n{result.stderr[-3000:]}")
-    metrics = json.loads((run_dir / "metrics.json").read_text())
+    metrics, _ = run_training_cli("nlp.train", cli_overrides, run_dir, threads)
     return {
         "bleu": metrics["test/bleu"],
         "chrf": metrics["test/chrf"],

@@ -25,9 +25,6 @@ machine with few cores, ``--threads 1`` avoids oversubscribing them beside the l
 from __future__ import annotations
 
 import argparse
-import json
-import os
-import subprocess
 import sys
 import tempfile
 import time
@@ -46,7 +43,7 @@ from torchvision import transforms as T
 from torchvision.datasets import ImageFolder
 
 from benchmarks import digits_data
-from benchmarks.common import append_line, environment
+from benchmarks.common import append_line, environment, run_training_cli
 from vision.datamodule import usable_cpus
 from vision.folder import ImageFolderDataModule
 
@@ -77,17 +74,12 @@ def run_cli(
     data_root: Path, epochs: int, overrides: list[str], run_dir: Path, threads: int
 ) -> dict[str, float]:
     """``python -m vision.train`` on the image folder for ``epochs``; its ``metrics.json`` figures."""
-    command = [
-        sys.executable, "-m", "vision.train", "data=imagefolder", f"data.root={data_root}",
-        f"trainer.max_epochs={epochs}", *overrides, f"hydra.run.dir={run_dir}",
-    ]
-    env = {**os.environ, "OMP_NUM_THREADS": str(threads)}
-    start = time.perf_counter()
-    result = subprocess.run(command, capture_output=True, text=True, env=env, cwd=CONF.parent)
-    wall = time.perf_counter() - start
-    if result.returncode != 0:
-        raise RuntimeError(f"{' '.join(command)} failed:\n{result.stderr[-3000:]}")
-    metrics = json.loads((run_dir / "metrics.json").read_text())
+    metrics, wall = run_training_cli(
+        "vision.train",
+        ["data=imagefolder", f"data.root={data_root}", f"trainer.max_epochs={epochs}", *overrides],
+        run_dir,
+        threads,
+    )
     return {"test_acc": metrics["test/acc"], "train_seconds": metrics["fit_seconds"], "wall_seconds": wall}
 
 

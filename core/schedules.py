@@ -62,12 +62,16 @@ class WarmupCosine(BudgetedSchedule):
 
 class InverseSqrt(BudgetedSchedule):
     """Section 5.3: ``lrate = d^-0.5 * min(step^-0.5, step * warmup^-1.5)``, normalized to peak
-    at 1.0 after ``warmup_steps``: ``min(step / warmup, sqrt(warmup / step))``.
+    at 1.0: ``min(step / warmup_steps, 1, sqrt(requested_warmup / step))``, which is the paper's
+    ``min(step / warmup, sqrt(warmup / step))`` while the warmup is not shortened.
 
-    The paper's absolute rate is recovered with base lr ``(d_model * warmup_steps) ** -0.5``.
-    With ``cooldown_fraction`` > 0 and a known ``total_steps``, the rate also falls linearly to 0
-    over the last ``cooldown_fraction`` of the planned steps, so the decay ends with the budget
-    (0, the default, is the paper's schedule).
+    The paper's absolute rate is recovered with base lr ``(d_model * requested_warmup) ** -0.5``.
+    The decay is anchored at the requested warmup: when a short budget shortens the warmup, the
+    rate reaches its peak sooner and holds it until the requested warmup step, then decays as it
+    would have (``sqrt(requested_warmup / step)``), rather than decaying early from a peak reached
+    in a few steps. With ``cooldown_fraction`` > 0 and a known ``total_steps``, the rate also falls
+    linearly to 0 over the last ``cooldown_fraction`` of the planned steps, so the decay ends with
+    the budget (0, the default, is the paper's schedule).
     """
 
     def __init__(self, warmup_steps: int, total_steps: int | None = None, cooldown_fraction: float = 0.0) -> None:
@@ -79,7 +83,7 @@ class InverseSqrt(BudgetedSchedule):
         self.cooldown_fraction = cooldown_fraction
 
     def __call__(self, step: int) -> float:
-        rate = min(self.warmup(step), math.sqrt(max(1, self.warmup_steps) / (step + 1)))
+        rate = min(self.warmup(step), 1.0, math.sqrt(self.requested_warmup / (step + 1)))
         if self.total_steps is None or self.cooldown_fraction == 0.0:
             return rate
         cooldown = max(1.0, self.cooldown_fraction * self.total_steps)

@@ -48,8 +48,9 @@ class TranslationModule(pl.LightningModule):
             model's ``max_len``.
         lr: peak learning rate, reached at the end of warmup (the paper's is
             ``(d_model * warmup_steps) ** -0.5``, 7e-4 for the base model).
-        warmup_steps: linear warmup steps before the ``1/sqrt(step)`` decay (at most
-            ``budget.max_warmup_fraction`` of the run's planned steps).
+        warmup_steps: linear warmup steps before the ``1/sqrt(step)`` decay; a budget may
+            shorten the warmup to ``budget.max_warmup_fraction`` of the planned steps, and the
+            peak is then held until this step, where the decay stays anchored.
         cooldown_fraction: share of the planned steps over which the rate falls linearly to 0 at
             the end of the budget (0 = the paper's schedule, which never ends).
         betas: Adam's beta1, beta2.

@@ -30,6 +30,7 @@ from vision.recipe import (
     FULL_MIXUP_ALPHA,
     Regularization,
     planned_epochs,
+    planned_steps,
     regularization,
 )
 from vision.timm_weights import read_timm_checkpoint
@@ -91,7 +92,7 @@ class ImageClassifier(LightningModule):
         img_size: int | Sequence[int] | None = None,
         interpolation: str = "bicubic",
         crop_pct: float = 1.0,
-        lr: float = 1e-3,
+        lr: float = 2e-3,
         weight_decay: float = 0.05,
         betas: Sequence[float] = (0.9, 0.999),
         warmup_epochs: float = 10.0,
@@ -155,15 +156,19 @@ class ImageClassifier(LightningModule):
 
     def on_train_epoch_start(self) -> None:
         """Size the ``auto`` regularization, here and in the datamodule, to the run's planned
-        epochs (:mod:`vision.recipe`); log it when it changes."""
+        epochs and steps (:mod:`vision.recipe`); log it when it changes."""
         epochs = planned_epochs(self.trainer)
-        settings = regularization(epochs)
+        steps = planned_steps(self.trainer, epochs)
+        settings = regularization(epochs, steps)
         self.apply_regularization(settings)
         if hasattr(self.trainer.datamodule, "apply_regularization"):
             self.trainer.datamodule.apply_regularization(settings)
         if settings != self.regularization:
             values = ", ".join(f"{key} {value:.3g}" for key, value in asdict(settings).items())
-            log.info("regularization for %.3g planned epochs (values left at auto follow it): %s", epochs, values)
+            log.info(
+                "regularization for %.3g planned epochs, %.0f steps (values left at auto follow it): %s",
+                epochs, steps, values,
+            )
             self.regularization = settings
 
     def apply_regularization(self, settings: Regularization) -> None:

@@ -55,3 +55,17 @@ def test_inverse_sqrt_cooldown_ends_at_the_budget() -> None:
     assert schedule(900) == pytest.approx(math.sqrt(warmup / 901) * 0.5)
     assert schedule(total) == 0.0
     assert core.InverseSqrt(warmup)(10**6) == pytest.approx(math.sqrt(warmup / (10**6 + 1)))
+
+
+def test_inverse_sqrt_shortened_warmup_holds_the_peak_until_the_requested_warmup() -> None:
+    schedule = core.InverseSqrt(warmup_steps=1000, total_steps=None, cooldown_fraction=0.2)
+    assert schedule.plan(400, max_warmup_fraction=0.1) is True  # warmup 1000 -> 40
+    assert schedule(19) == pytest.approx(0.5)  # rising over 40 steps
+    assert schedule(39) == schedule(200) == schedule(300) == pytest.approx(1.0)  # held: 1000 is not reached
+    assert schedule(399) == pytest.approx(1.0 / 80)  # the last 20% (80 steps) cool down to 0
+    long = core.InverseSqrt(warmup_steps=1000, total_steps=None)
+    long.plan(50_000, max_warmup_fraction=0.1)  # 1000 fits: the paper's schedule
+    assert long(3999) == pytest.approx(math.sqrt(1000 / 4000))
+    tiny = core.InverseSqrt(warmup_steps=1000, total_steps=None)
+    tiny.plan(5, max_warmup_fraction=0.1)  # no room for any warmup: the peak from the first step
+    assert tiny.warmup_steps == 0 and tiny(0) == 1.0

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -73,8 +74,8 @@ def test_mnist_is_padded_to_cifar_size() -> None:
 
 @pytest.mark.slow
 def test_the_default_recipe_learns_real_digits(digits: digits_data.Written, tmp_path: Path) -> None:
-    """``vision.train`` with its default augmentation (sized for 20 epochs: RandAugment at 30% of
-    its magnitude, light stochastic depth) on the digits, with a model small enough for a CPU."""
+    """``vision.train`` with its default recipe on the digits, with a model small enough for a CPU:
+    20 epochs of 39 steps are too few steps for the regularization, which stays off."""
     run_dir = tmp_path / "run"
     command = [
         sys.executable, "-m", "vision.train", "data=imagefolder", f"data.root={digits.folder}",
@@ -85,6 +86,7 @@ def test_the_default_recipe_learns_real_digits(digits: digits_data.Written, tmp_
     completed = subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True, timeout=900)
     assert completed.returncode == 0, completed.stderr[-3000:]
     log = completed.stdout + completed.stderr
-    assert "regularization for 20 planned epochs (values left at auto follow it): rand_augment 0.301" in log
+    assert re.search(r"regularization for 20 planned epochs, 7\d\d steps \(values left at auto follow it\): "
+                     r"rand_augment 0, re_prob 0, mixup_alpha 0, cutmix_alpha 0, drop_path 0", log)
     metrics = json.loads((run_dir / "metrics.json").read_text())
-    assert metrics["test/acc"] > 0.35  # chance is 0.1; 0.55 measured
+    assert metrics["test/acc"] > 0.35  # chance is 0.1

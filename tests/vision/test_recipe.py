@@ -13,6 +13,7 @@ from lightning.pytorch.callbacks import Timer
 
 from core.regularization import DropPath
 from tests.vision.vision_testdata import tiny_model_kwargs
+from vision import recipe
 from vision.module import ImageClassifier
 from vision.recipe import (
     FULL_CUTMIX_ALPHA,
@@ -21,6 +22,7 @@ from vision.recipe import (
     FULL_RE_PROB,
     crop_for,
     planned_epochs,
+    planned_steps,
     ramp,
     regularization,
 )
@@ -36,6 +38,17 @@ def test_thirty_epochs_augment_lightly_without_mixing() -> None:
     settings = regularization(30)
     assert 0.3 < settings.rand_augment < 0.6 and 0 < settings.drop_path < FULL_DROP_PATH
     assert (settings.re_prob, settings.mixup_alpha, settings.cutmix_alpha) == (0, 0, 0)
+
+
+def test_runs_of_few_steps_are_not_regularized() -> None:
+    assert astuple(regularization(30, steps=570)) == (0, 0, 0, 0, 0)  # 30 epochs of 1,258 digits at batch 64
+    assert astuple(regularization(300, steps=2000)) == (0, 0, 0, 0, 0)
+    assert regularization(30, steps=30 * 391) == regularization(30)  # CIFAR-10 at batch 128: the epochs decide
+    held = regularization(100, steps=2000 * 10**0.5)  # halfway from 2,000 to 20,000 steps in log scale
+    assert held.rand_augment == pytest.approx(0.5) and held.mixup_alpha == pytest.approx(0.5 * FULL_MIXUP_ALPHA)
+    assert regularization(200, steps=200 * 391) == regularization(200)
+    assert astuple(regularization(float("nan"), steps=float("nan"))) == (0, 0, 0, 0, 0)
+    assert regularization(60, steps=4000).mixup_alpha < regularization(60).mixup_alpha  # the steps hold mixing back
 
 
 @pytest.mark.parametrize("epochs", [100, 200, 1000, float("inf")])
@@ -89,13 +102,24 @@ def test_planned_epochs_from_every_kind_of_budget() -> None:
     assert planned_epochs(budget_trainer(max_epochs=5, current_epoch=2, callbacks=[StoppedWatch(60.0, 600.0)])) == 5
 
 
+def test_planned_steps_follow_the_loader_and_max_steps() -> None:
+    assert planned_steps(budget_trainer(), 30) == 1500  # 50 batches an epoch
+    assert planned_steps(budget_trainer(accumulate_grad_batches=2), 30) == 750
+    assert planned_steps(budget_trainer(), 0) == 0  # a time budget before its first epoch is timed
+    unknown_length = budget_trainer(num_training_batches=float("inf"))
+    assert planned_steps(unknown_length, 3) == float("inf")
+    assert planned_steps(budget_trainer(num_training_batches=float("inf"), max_steps=500), 3) == 500
+
+
 def auto_classifier() -> ImageClassifier:
     return ImageClassifier(
         model=tiny_model_kwargs(drop_path="auto", depth=3), num_classes=3, mixup_alpha="auto", cutmix_alpha="auto"
     )
 
 
-def test_a_real_run_sizes_the_auto_values_to_its_epochs() -> None:
+def test_a_real_run_sizes_the_auto_values_to_its_epochs_and_steps(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(recipe, "START_STEPS", 4.0)  # 40 planned steps: halfway from 4 to 400
+    monkeypatch.setattr(recipe, "FULL_STEPS", 400.0)
     data = SyntheticDataModule(
         num_classes=3, train_size=8, val_size=4, test_size=4, img_size=16, batch_size=4, num_workers=0
     )
@@ -106,7 +130,8 @@ def test_a_real_run_sizes_the_auto_values_to_its_epochs() -> None:
         enable_checkpointing=False, enable_progress_bar=False, enable_model_summary=False,
     )
     trainer.fit(module, datamodule=data)
-    expected = regularization(40)
+    expected = regularization(40, steps=40)
+    assert expected.rand_augment == pytest.approx(0.5)  # the steps hold it back (40 epochs alone: 0.6)
     assert module.mixing and module.mixup.mixup_alpha == pytest.approx(expected.mixup_alpha)
     assert module.mixup.cutmix_alpha == pytest.approx(expected.cutmix_alpha)
     rates = [layer.p for layer in module.net.modules() if isinstance(layer, DropPath)]

@@ -90,6 +90,11 @@ def crop_for(img_size: int) -> str:
     return "pad" if img_size <= PAD_CROP_MAX_SIZE else "random_resized"
 
 
+def optimizer_steps_per_epoch(trainer: Trainer) -> float:
+    """Optimizer steps in one epoch of the Trainer's loader (inf when its length is unknown)."""
+    return trainer.num_training_batches / trainer.accumulate_grad_batches
+
+
 def planned_epochs(trainer: Trainer) -> float:
     """The epochs this run will train, from the epoch now starting: the least of ``max_epochs``,
     ``max_steps`` in epochs and, under ``max_time``, the epochs done plus those that fit in the
@@ -97,7 +102,7 @@ def planned_epochs(trainer: Trainer) -> float:
     bounds = [math.inf]
     if trainer.max_epochs is not None and trainer.max_epochs >= 0:
         bounds.append(float(trainer.max_epochs))
-    steps_per_epoch = trainer.num_training_batches / trainer.accumulate_grad_batches
+    steps_per_epoch = optimizer_steps_per_epoch(trainer)
     if trainer.max_steps > 0 and 0 < steps_per_epoch < math.inf:
         bounds.append(trainer.max_steps / steps_per_epoch)
     timer = next((callback for callback in trainer.callbacks if isinstance(callback, Timer)), None)
@@ -112,7 +117,7 @@ def planned_epochs(trainer: Trainer) -> float:
 def planned_steps(trainer: Trainer, epochs: float) -> float:
     """The optimizer steps in ``epochs`` epochs of this Trainer's loader, at most ``max_steps``
     (inf when the loader's length is unknown and no ``max_steps`` bounds it)."""
-    steps_per_epoch = trainer.num_training_batches / trainer.accumulate_grad_batches
+    steps_per_epoch = optimizer_steps_per_epoch(trainer)
     if not (epochs > 0 and steps_per_epoch > 0):
         return 0.0
     bound = float(trainer.max_steps) if trainer.max_steps > 0 else math.inf

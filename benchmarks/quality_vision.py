@@ -6,8 +6,9 @@ The CLI runs as a user would run it, in a subprocess, with only the data and the
 is the default recipe, whose regularization follows the run's length (``vision/recipe.py``). It
 validates on ``val/`` every epoch and tests its best checkpoint on ``test/`` (``metrics.json``).
 
-The plain loop is a ~50-line timm loop, the bar the defaults must reach: the same architecture as
-timm's ``VisionTransformer`` (same patch, width, depth, heads, MLP ratio; no stochastic depth),
+The plain loop is a ~50-line timm loop, the bar the defaults must reach: timm's
+``VisionTransformer`` with the CLI model's patch, width, depth, heads and MLP ratio (no stochastic
+depth; timm's learned positional table, where the presets use fixed 2D sin-cos positions),
 the same epochs and batch, AdamW (lr 2e-3, weight decay 0.05, no decay on norms and biases),
 10% linear warmup then cosine per step (timm's ``CosineLRScheduler``), label smoothing 0.1,
 pad-crop + flip, no mixing; torchvision's ``ImageFolder`` reads ``train/`` and ``test/``; it tests

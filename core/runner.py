@@ -69,6 +69,14 @@ def scalar_metrics(metrics: dict[str, Any]) -> dict[str, float]:
     }
 
 
+def best_checkpoint(trainer: pl.Trainer, metric: str) -> str:
+    """The path of the best checkpoint by ``metric`` (the config's ``optimized_metric``), or ""
+    when no checkpoint callback monitors it or none was saved. Other monitored checkpoints (e.g.
+    the recent ones, monitoring ``step``) are not candidates."""
+    paths = (c.best_model_path for c in trainer.checkpoint_callbacks if getattr(c, "monitor", None) == metric)
+    return next((path for path in paths if path), "")
+
+
 def prepare_once(datamodule: pl.LightningDataModule, data_cfg: DictConfig) -> None:
     """Run ``prepare_data`` (downloads) one process at a time on this machine.
 
@@ -136,7 +144,7 @@ def train(cfg: DictConfig) -> float | None:
         for results in trainer.validate(module, datamodule=datamodule):
             metrics.update(scalar_metrics(results))
 
-    best = next((c.best_model_path for c in trainer.checkpoint_callbacks if c.monitor), "")  # type: ignore[attr-defined]
+    best = best_checkpoint(trainer, cfg.optimized_metric)
     if not best:
         log.warning("no best checkpoint was saved; testing the weights at the end of training")
     for results in trainer.test(module, datamodule=datamodule, ckpt_path=best or None, weights_only=True):

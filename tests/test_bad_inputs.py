@@ -152,3 +152,15 @@ def test_bad_input_ends_in_one_error_line(name: str, files: Path, tmp_path: Path
     lines = stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("error: "), stderr[-3000:]
     assert case.names.format(files=files) in lines[0]
+
+
+@pytest.mark.parametrize("command", ["vision.train", "nlp.train"])
+def test_training_commands_read_the_command_line_before_importing_lightning_or_timm(command: str) -> None:
+    # A refused value costs the start of Python and torch, not the imports of a training run;
+    # `vision.VisionTransformer` still resolves (on first use).
+    code = (
+        f"import sys, {command}; heavy = sorted({{m.split('.')[0] for m in sys.modules}} & {{'lightning', 'timm'}}); "
+        "import vision; print(heavy, vision.VisionTransformer.__module__)"
+    )
+    result = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, env=ENV, timeout=300)
+    assert result.stdout.split() == ["[]", "vision.model"], result.stderr[-3000:]

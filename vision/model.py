@@ -27,7 +27,8 @@ class VisionTransformer(nn.Module):
     layers, ``y = LN(z_L^0)`` and a linear head.
 
     The defaults are the ``vit_tiny`` preset (``conf/model/vit_tiny.yaml``, the ViT baseline for
-    32px images of Lee et al. 2021) with a ten-class head.
+    32px images of Lee et al. 2021 with fixed 2D sin-cos positions) with a ten-class head;
+    :meth:`from_timm` builds timm's layout (a learned positional table).
 
     Args:
         img_size: training image size (int or (height, width)).
@@ -39,7 +40,8 @@ class VisionTransformer(nn.Module):
         num_heads: attention heads per layer.
         mlp_ratio: MLP hidden width / D.
         pool: ``cls`` (class token, Eq. 4) or ``mean`` (average of the patch tokens).
-        pos_embed: ``learned`` (a trained table, Eq. 1) or ``sincos`` (fixed 2D sin-cos).
+        pos_embed: ``sincos`` (fixed 2D sin-cos, as in MAE and Beyer et al. 2022: nothing to learn,
+            so short runs from scratch fit faster) or ``learned`` (a trained table, Eq. 1; timm's).
         class_token: prepend the learnable class token; required by ``pool="cls"``.
         fc_norm: apply the final LayerNorm after pooling instead of to every token (timm's layout
             for average-pooled models such as MAE fine-tunes).
@@ -63,7 +65,7 @@ class VisionTransformer(nn.Module):
         num_heads: int = 12,
         mlp_ratio: float = 2.0,
         pool: str = "cls",
-        pos_embed: str = "learned",
+        pos_embed: str = "sincos",
         class_token: bool = True,
         fc_norm: bool = False,
         drop_path: float = 0.1,

@@ -92,6 +92,7 @@ def timm_config(model: nn.Module) -> dict[str, Any]:
         "num_heads": block.attn.num_heads,
         "mlp_ratio": block.mlp.fc1.out_features / dim,
         "pool": POOL_NAMES[model.global_pool],
+        "pos_embed": "learned",
         "class_token": model.cls_token is not None,
         "fc_norm": not isinstance(model.fc_norm, nn.Identity),
         # Only the presence of LayerScale matters here: its gamma is loaded from the weights.

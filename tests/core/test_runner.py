@@ -5,6 +5,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import lightning.pytorch as pl
 import pytest
 import torch
 from hydra import compose, initialize_config_dir
@@ -41,6 +42,34 @@ def test_run_writes_metrics_and_checkpoints(tmp_path: Path) -> None:
     module = core.load_module(TinyModule, tmp_path / "checkpoints" / "last.ckpt")
     assert module.hparams["model"] == {"in_dim": 4, "dim": 16, "depth": 1, "num_heads": 2}
     assert module.net(torch.randn(1, 6, 4)).shape == (1, 2)
+
+
+def test_testing_uses_the_best_checkpoint_by_the_optimized_metric(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A checkpoint callback monitoring `step` (the recent checkpoints) listed before the one
+    # monitoring val/acc must not be taken for the best.
+    tested: list[str | None] = []
+    original_test = pl.Trainer.test
+
+    def recording_test(self: pl.Trainer, *args: object, **kwargs: object) -> object:
+        tested.append(kwargs.get("ckpt_path"))
+        return original_test(self, *args, **kwargs)
+
+    monkeypatch.setattr(pl.Trainer, "test", recording_test)
+    train(tiny_config(
+        tmp_path,
+        "callbacks.recent_checkpoints.every_n_train_steps=1",
+        "callbacks.recent_checkpoints.train_time_interval=null",
+        "~callbacks.model_checkpoint",
+        "+callbacks.best._target_=lightning.pytorch.callbacks.ModelCheckpoint",
+        f"+callbacks.best.dirpath={tmp_path}/checkpoints",
+        "+callbacks.best.filename=best",
+        "+callbacks.best.monitor=val/acc",
+        "+callbacks.best.mode=max",
+    ))
+    assert any(p.name.startswith("recent-") for p in (tmp_path / "checkpoints").iterdir())
+    assert len(tested) == 1 and tested[0] is not None and Path(tested[0]).name == "best.ckpt"
 
 
 def test_run_stopped_before_any_validation_still_reports_validation(tmp_path: Path) -> None:

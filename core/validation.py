@@ -200,6 +200,18 @@ def head_width(cfg: DictConfig) -> None:
         )
 
 
+def sincos_width(cfg: DictConfig) -> None:
+    """``model.dim`` is a multiple of 4 under fixed 2D sin-cos positions (``core.sincos_2d``:
+    sin and cos of the column and of the row, a quarter of the width each)."""
+    dim, heads = OmegaConf.select(cfg, "model.dim"), OmegaConf.select(cfg, "model.num_heads") or 1
+    if OmegaConf.select(cfg, "model.pos_embed") == "sincos" and dim is not None and dim % 4:
+        step = math.lcm(4, heads)  # the suggested width also splits over the heads
+        raise InputError(
+            f"model.dim={dim} is not a multiple of 4, which the fixed 2D sin-cos positions (model.pos_embed=sincos) "
+            f"need; set model.dim={max(step, round(dim / step) * step)} or model.pos_embed=learned"
+        )
+
+
 def mixup_pairs(cfg: DictConfig) -> None:
     """Mixup/CutMix pair the images of a batch, so ``data.batch_size`` is even while they are on."""
     size = OmegaConf.select(cfg, "data.batch_size")
@@ -256,7 +268,7 @@ def existing_files(cfg: DictConfig) -> None:
             raise InputError(f"{key}={path} is {what}; {fix}")
 
 
-RELATIONS: tuple[Callable[[DictConfig], None], ...] = (image_grid, head_width, mixup_pairs, image_folder, corpus_files, existing_files)
+RELATIONS: tuple[Callable[[DictConfig], None], ...] = (image_grid, head_width, sincos_width, mixup_pairs, image_folder, corpus_files, existing_files)
 
 
 def validate_config(cfg: DictConfig) -> None:

@@ -1,10 +1,19 @@
-"""Translation quality per wall-clock minute: ``python -m nlp.train data=gettext model=transformer_mini``
-against a plain ``torch.nn.Transformer`` training loop, each given the same training minutes.
+"""Translation quality per wall-clock minute: ``python -m nlp.train DATA model=transformer_mini
+trainer=cpu trainer.max_time=...`` (nothing else: the defaults) against a plain
+``torch.nn.Transformer`` training loop, each given the same training minutes, on every proving
+corpus (``--corpus``, :data:`CORPORA`):
 
-Both contenders get the same data: the gettext corpus (English -> ``--tgt-lang``) with the same
-split, BPE tokenizer and truncation, built by the data config the CLI composes (one list of
-Hydra overrides drives both). The CLI runs as a user would run it, in a subprocess with
-``trainer.max_time``; it tests its best checkpoint with beam search (``metrics.json``).
+- ``gettext-en-de``: the gettext catalogs, English -> German program messages (40k pairs, median
+  5 words), ``data=gettext``;
+- ``long-es-en``: Spanish -> English sentences of 25 to 64 words (median 33 Spanish, 28 English;
+  10k pairs), each program's messages joined in order (``data.join_words=24``), written to TSV
+  files and read with ``data=files`` as a user's own corpus would be;
+- ``gettext-fr-en``: French -> English program messages (53k pairs), ``data=gettext``.
+
+Both contenders get the same data: the same split, BPE tokenizer and truncation, built by the
+data config the CLI composes (one list of Hydra overrides drives both). The CLI runs as a user
+would run it, in a subprocess with ``trainer.max_time``; it tests its best checkpoint with beam
+search (``metrics.json``).
 
 The plain loop is the model and loop of the PyTorch tutorial "Language Translation with
 nn.Transformer": ``torch.nn.Transformer`` with the transformer_mini sizes, separate source and
@@ -19,11 +28,13 @@ target tokens/s, where the CLI's length-bucketed batches train 1,334). It adds l
 (the CLI's ``trainer=gpu`` is bf16-mixed), until the minutes are spent, without validation.
 
 Columns: test BLEU and chrF (sacreBLEU), rep4 (share of translations repeating a word 4-gram,
-beside the references' own share), the final label-smoothed training loss (the CLI's last logged
-``train/loss``, the plain loop's mean over its last 50 steps) and training target tokens per second.
+beside the references' own share), optimizer steps, the final label-smoothed training loss (the
+CLI's last logged ``train/loss``, the plain loop's mean over its last 50 steps) and training
+target tokens per second.
 
-    python -m benchmarks.quality_nmt [--minutes 8 30] [--device cpu|cuda] [--threads N]
-        [--tgt-lang de] [--locale-dir /usr/share/locale] [--out-dir DIR] [--append results.jsonl] [--quick]
+    python -m benchmarks.quality_nmt [--corpus gettext-en-de long-es-en gettext-fr-en] [--minutes 8 30]
+        [--device cpu|cuda] [--threads N] [--locale-dir /usr/share/locale] [--out-dir DIR]
+        [--append results.jsonl] [--quick]
 """
 
 from __future__ import annotations
@@ -49,7 +60,7 @@ from benchmarks.common import append_line, environment, run_training_cli
 from nlp.batching import Example, pad_batch
 from nlp.datamodule import TranslationDataModule
 from nlp.decoding import length_limits, repetition_rate
-from nlp.gettext import DEFAULT_LOCALE_DIR
+from nlp.gettext import DEFAULT_LOCALE_DIR, read_gettext_corpus
 from nlp.tokenizer import SubwordTokenizer
 
 CONF = Path(__file__).resolve().parents[1] / "conf"
@@ -71,10 +82,45 @@ class PlainLoop:
 PLAIN_LOOP = PlainLoop()
 
 
-def data_overrides(args: argparse.Namespace) -> list[str]:
-    """The Hydra overrides both contenders share: corpus, language, model size."""
-    overrides = ["data=gettext", f"data.tgt_lang={args.tgt_lang}", f"data.locale_dir={args.locale_dir}"]
-    overrides.append("model=transformer_mini")
+@dataclass(frozen=True)
+class Corpus:
+    """A proving corpus: gettext catalogs of one language pair, read with ``data=gettext`` or
+    written to TSV files and read with ``data=files``."""
+
+    src_lang: str
+    tgt_lang: str
+    join_words: int = 0  # nlp.gettext's joining of messages into long sentences
+    as_files: bool = False  # through data=files, as a user's own corpus
+
+
+CORPORA = {
+    "gettext-en-de": Corpus("en", "de"),
+    "long-es-en": Corpus("es", "en", join_words=24, as_files=True),
+    "gettext-fr-en": Corpus("fr", "en"),
+}
+
+
+def write_tsv_splits(corpus: Corpus, locale_dir: str, directory: Path) -> dict[str, Path]:
+    """The corpus's train/val/test splits as ``source<TAB>target`` files in ``directory``."""
+    splits = read_gettext_corpus(locale_dir, corpus.src_lang, corpus.tgt_lang, corpus.join_words)
+    directory.mkdir(parents=True, exist_ok=True)
+    paths = {}
+    for split, pairs in splits.items():
+        paths[split] = directory / f"{split}.tsv"
+        paths[split].write_text("".join(f"{source}\t{target}\n" for source, target in pairs), encoding="utf-8")
+    return paths
+
+
+def data_overrides(name: str, args: argparse.Namespace, out_dir: Path) -> list[str]:
+    """The Hydra overrides both contenders share: corpus, languages, model size."""
+    corpus = CORPORA[name]
+    languages = [f"data.src_lang={corpus.src_lang}", f"data.tgt_lang={corpus.tgt_lang}"]
+    if corpus.as_files:
+        paths = write_tsv_splits(corpus, args.locale_dir, out_dir / name)
+        overrides = ["data=files", f"data.train={paths['train']}", f"data.val={paths['val']}", f"data.test={paths['test']}"]
+    else:
+        overrides = ["data=gettext", f"data.locale_dir={args.locale_dir}", f"data.join_words={corpus.join_words}"]
+    overrides += [*languages, "model=transformer_mini"]
     return overrides + list(QUICK_OVERRIDES if args.quick else ())
 
 
@@ -101,6 +147,7 @@ def run_cli(seconds: float, overrides: list[str], run_dir: Path, device: str, th
         "train_loss": metrics["train/loss"],
         "train_tokens_per_second": metrics["train_tokens_per_second"],
         "train_seconds": metrics["fit_seconds"],
+        "steps": metrics["optimizer_steps"],
     }
 
 
@@ -254,13 +301,13 @@ def run_plain(
 def markdown(rows: list[dict[str, Any]]) -> str:
     """The side-by-side table."""
     lines = [
-        "| minutes | contender | test BLEU | test chrF | rep4 (references) | train loss | train tokens/s | train s |",
-        "|---|---|---|---|---|---|---|---|",
+        "| corpus | minutes | contender | test BLEU | test chrF | rep4 (references) | steps | train loss | train tokens/s | train s |",
+        "|---|---|---|---|---|---|---|---|---|---|",
     ]
     for row in rows:
         lines.append(
-            f"| {row['minutes']:g} | {row['contender']} | {row['bleu']:.2f} | {row['chrf']:.2f} | "
-            f"{row['rep4']:.3f} ({row['rep4_ref']:.3f}) | {row['train_loss']:.3f} | "
+            f"| {row['corpus']} | {row['minutes']:g} | {row['contender']} | {row['bleu']:.2f} | {row['chrf']:.2f} | "
+            f"{row['rep4']:.3f} ({row['rep4_ref']:.3f}) | {row['steps']} | {row['train_loss']:.3f} | "
             f"{row['train_tokens_per_second']:.0f} | {row['train_seconds']:.0f} |"
         )
     return "\n".join(lines)
@@ -271,7 +318,7 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--minutes", type=float, nargs="+", default=[8.0, 30.0], help="training budgets to compare")
     parser.add_argument("--device", default="cpu", choices=("cpu", "cuda"), help="cuda: the CLI with trainer=gpu")
     parser.add_argument("--threads", type=int, default=torch.get_num_threads(), help="CPU threads of both contenders")
-    parser.add_argument("--tgt-lang", default="de", help="gettext language translated into from English")
+    parser.add_argument("--corpus", nargs="+", default=list(CORPORA), choices=list(CORPORA), help="proving corpora")
     parser.add_argument("--locale-dir", default=DEFAULT_LOCALE_DIR, help="directory of <lang>/LC_MESSAGES/*.mo")
     parser.add_argument("--out-dir", type=Path, default=None, help="where the CLI runs go (default: a temporary dir)")
     parser.add_argument("--append", type=Path, default=None, help="also append the result as one JSON line here")
@@ -289,26 +336,29 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     args = parse_args(argv)
     torch.set_num_threads(args.threads)
     device = torch.device(args.device)
-    overrides = data_overrides(args)
-    with initialize_config_dir(config_dir=str(CONF), version_base="1.3"):
-        cfg = compose("nlp", overrides=overrides)
-    datamodule: TranslationDataModule = instantiate(cfg.data, _convert_="all")
-    datamodule.setup("fit")
-    model_cfg = {key: value for key, value in cfg.model.items() if key != "_target_"}
     out_dir = args.out_dir or Path(tempfile.mkdtemp(prefix="quality_nmt-"))
-    rows = []
-    for minutes in args.minutes:
-        seconds = 60 * minutes
-        cli = run_cli(seconds, overrides, out_dir / f"cli_{minutes:g}min", args.device, args.threads)
-        plain = run_plain(seconds, datamodule, model_cfg, device)
-        rows += [{"minutes": minutes, "contender": "nlp.train (transformer_mini)", **cli}]
-        rows += [{"minutes": minutes, "contender": "plain nn.Transformer loop", **plain}]
+    rows, settings = [], {}
+    for name in args.corpus:
+        overrides = data_overrides(name, args, out_dir)
+        with initialize_config_dir(config_dir=str(CONF), version_base="1.3"):
+            cfg = compose("nlp", overrides=overrides)
+        datamodule: TranslationDataModule = instantiate(cfg.data, _convert_="all")
+        datamodule.setup("fit")
+        model_cfg = {key: value for key, value in cfg.model.items() if key != "_target_"}
+        settings[name] = {
+            "overrides": overrides,
+            "pairs": {split: len(examples) for split, examples in datamodule.examples.items()},
+        }
+        for minutes in args.minutes:
+            seconds = 60 * minutes
+            cli = run_cli(seconds, overrides, out_dir / f"{name}_cli_{minutes:g}min", args.device, args.threads)
+            plain = run_plain(seconds, datamodule, model_cfg, device)
+            rows += [{"corpus": name, "minutes": minutes, "contender": "nlp.train (transformer_mini)", **cli}]
+            rows += [{"corpus": name, "minutes": minutes, "contender": "plain nn.Transformer loop", **plain}]
     output = {
         "benchmark": "quality_nmt",
         "env": environment(device, args.threads, " ".join(["python -m benchmarks.quality_nmt", *argv])),
-        "settings": {"overrides": overrides, "plain_loop": asdict(PLAIN_LOOP), "pairs": {
-            split: len(examples) for split, examples in datamodule.examples.items()
-        }},
+        "settings": {"corpora": settings, "plain_loop": asdict(PLAIN_LOOP)},
         "rows": rows,
     }
     print(markdown(rows))

@@ -140,6 +140,7 @@ def train(cfg: DictConfig) -> float | None:
     trainer.fit(module, datamodule=datamodule, ckpt_path=ckpt_path, weights_only=True)
     metrics = scalar_metrics(trainer.callback_metrics)
     metrics["fit_seconds"] = time.perf_counter() - start
+    metrics["optimizer_steps"] = trainer.global_step
     if cfg.optimized_metric not in metrics:  # training stopped (max_steps) before any validation
         for results in trainer.validate(module, datamodule=datamodule):
             metrics.update(scalar_metrics(results))

@@ -8,6 +8,7 @@ from typing import Any
 import lightning.pytorch as pl
 from torch.utils.data import DataLoader
 
+from nlp.batch_size import AUTO, STEPS_ONLY_TOKENS, auto_max_tokens
 from nlp.batching import Collator, Example, TokenBudgetBatchSampler
 from nlp.corpora import Pair, load_hf_dataset, load_hf_split, read_corpus
 from nlp.encoding import encode_sources, encode_targets
@@ -18,6 +19,12 @@ from nlp.toy_corpus import TOY_PAIRS
 log = logging.getLogger(__name__)
 
 CORPORA = ("toy", "files", "hf", "gettext")
+
+
+def example_lengths(examples: list[Example]) -> list[int]:
+    """The size of each example as a token budget counts it: the longer of the source and the
+    teacher-forced target."""
+    return [max(len(source), len(target) - 1) for source, target in examples]
 
 
 class TranslationDataModule(pl.LightningDataModule):
@@ -39,11 +46,14 @@ class TranslationDataModule(pl.LightningDataModule):
         splits: names of the train/val/test splits in the dataset (``test`` may be null).
         max_train_pairs: use only the first pairs of the training split (large WMT corpora).
         locale_dir: the directory of ``<lang>/LC_MESSAGES/*.mo`` catalogs (``gettext``).
+        join_words: join each catalog's messages into sentences of at least this many English
+            words (``gettext``; 0 keeps one message per pair).
         repeat: how many times one epoch goes over the training pairs (tiny corpora).
         vocab_size: size of the joint BPE vocabulary.
         min_frequency: least count of a pair of symbols for a BPE merge.
         tokenizer_path: a ``tokenizer.json`` to reuse instead of training one.
-        max_tokens: padded-token budget of a batch.
+        max_tokens: padded-token budget of a batch, or ``auto``: sized from the run's budget
+            (:mod:`nlp.batch_size`; evaluation batches then hold 4096 tokens).
         max_len: the model's longest sequence; longer sentences are truncated with a warning.
         num_workers: DataLoader worker processes.
         seed: seed of the batch shuffling.
@@ -62,11 +72,12 @@ class TranslationDataModule(pl.LightningDataModule):
         splits: dict[str, str | None] | None = None,
         max_train_pairs: int | None = None,
         locale_dir: str = DEFAULT_LOCALE_DIR,
+        join_words: int = 0,
         repeat: int = 1,
         vocab_size: int = 8000,
         min_frequency: int = 2,
         tokenizer_path: str | None = None,
-        max_tokens: int = 4096,
+        max_tokens: int | str = 4096,
         max_len: int = 1024,
         num_workers: int = 0,
         seed: int = 0,
@@ -78,6 +89,8 @@ class TranslationDataModule(pl.LightningDataModule):
             raise ValueError("data=files needs data.train=PATH and data.val=PATH (TSV files or parallel-file prefixes)")
         if corpus == "hf" and not dataset:
             raise ValueError("data=hf needs data.dataset=NAME (e.g. bentrevett/multi30k or wmt/wmt14)")
+        if isinstance(max_tokens, str) and max_tokens != AUTO:
+            raise ValueError(f"data.max_tokens must be a positive integer or {AUTO!r}, got {max_tokens!r}")
         if max_len < 2:
             raise ValueError(f"max_len must be at least 2 (one token and </s>), got {max_len}")
         self.corpus = corpus
@@ -87,11 +100,13 @@ class TranslationDataModule(pl.LightningDataModule):
         self.splits = {"train": "train", "val": "validation", "test": "test", **(splits or {})}
         self.max_train_pairs = max_train_pairs
         self.locale_dir = locale_dir
+        self.join_words = join_words
         self.gettext_splits: dict[str, list[Pair]] | None = None
         self.repeat = repeat
         self.vocab_size, self.min_frequency = vocab_size, min_frequency
         self.tokenizer_path = tokenizer_path
         self.max_tokens, self.max_len = max_tokens, max_len
+        self.train_max_tokens: int | None = None if max_tokens == AUTO else int(max_tokens)
         self.num_workers, self.seed = num_workers, seed
         self.tokenizer: SubwordTokenizer | None = None
         self.pairs: dict[str, list[Pair]] = {}
@@ -106,7 +121,9 @@ class TranslationDataModule(pl.LightningDataModule):
             return None if path is None else read_corpus(path, self.src_lang, self.tgt_lang)
         if self.corpus == "gettext":
             if self.gettext_splits is None:
-                self.gettext_splits = read_gettext_corpus(self.locale_dir, self.src_lang, self.tgt_lang)
+                self.gettext_splits = read_gettext_corpus(
+                    self.locale_dir, self.src_lang, self.tgt_lang, self.join_words
+                )
             return self.gettext_splits[split]
         name = self.splits.get(split)
         if name is None:
@@ -161,15 +178,15 @@ class TranslationDataModule(pl.LightningDataModule):
             raise RuntimeError("call setup('fit') before module_kwargs()")
         return {"tokenizer": self.tokenizer.to_json(), "source_max_len": self.max_len}
 
-    def dataloader(self, examples: list[Example], train: bool) -> DataLoader:
+    def dataloader(self, examples: list[Example], train: bool, max_tokens: int) -> DataLoader:
         """Token-budget batches of ``examples``: shuffled and sharded over ranks for training."""
         assert self.tokenizer is not None
         # Training batches are sharded over data-parallel processes here (Lightning's own sampler
         # injection is off for nlp); evaluation runs the whole split on every process.
         world_size, rank = (self.trainer.world_size, self.trainer.global_rank) if train and self.trainer else (1, 0)
         sampler = TokenBudgetBatchSampler(
-            [max(len(source), len(target) - 1) for source, target in examples],
-            self.max_tokens,
+            example_lengths(examples),
+            max_tokens,
             shuffle=train,
             seed=self.seed,
             num_replicas=world_size,
@@ -183,17 +200,49 @@ class TranslationDataModule(pl.LightningDataModule):
             persistent_workers=self.num_workers > 0,
         )
 
+    def resolve_max_tokens(self) -> int:
+        """The training batches' token budget: ``max_tokens``, or for ``auto`` the choice of
+        :func:`nlp.batch_size.auto_max_tokens` for the attached trainer's budget (made once, and
+        kept in checkpoints); 4096 without a trainer."""
+        if self.train_max_tokens is None:
+            trainer = self.trainer
+            if trainer is None or trainer.lightning_module is None:
+                return STEPS_ONLY_TOKENS
+            assert self.tokenizer is not None
+            examples = self.examples["train"] * self.repeat
+            collate = Collator(self.tokenizer.pad_id)
+            self.train_max_tokens = auto_max_tokens(
+                trainer,
+                trainer.lightning_module,
+                example_lengths(examples),
+                lambda indices: collate([examples[i] for i in indices]),
+            )
+        return self.train_max_tokens
+
+    def eval_max_tokens(self) -> int:
+        """The token budget of evaluation batches: ``max_tokens``, or 4096 for ``auto``."""
+        return STEPS_ONLY_TOKENS if self.max_tokens == AUTO else int(self.max_tokens)
+
+    def state_dict(self) -> dict[str, Any]:
+        """The resolved batch budget of an ``auto`` run, so that a resumed run batches alike."""
+        return {"train_max_tokens": self.train_max_tokens} if self.max_tokens == AUTO else {}
+
+    def load_state_dict(self, state_dict: dict[str, Any]) -> None:
+        """Take the batch budget an interrupted ``auto`` run chose."""
+        if self.max_tokens == AUTO and state_dict.get("train_max_tokens"):
+            self.train_max_tokens = int(state_dict["train_max_tokens"])
+
     def train_dataloader(self) -> DataLoader:
         """The training split, ``repeat`` times over, in shuffled token-budget batches."""
-        return self.dataloader(self.examples["train"] * self.repeat, train=True)
+        return self.dataloader(self.examples["train"] * self.repeat, train=True, max_tokens=self.resolve_max_tokens())
 
     def val_dataloader(self) -> DataLoader:
         """The validation split in length-sorted token-budget batches."""
-        return self.dataloader(self.examples["val"], train=False)
+        return self.dataloader(self.examples["val"], train=False, max_tokens=self.eval_max_tokens())
 
     def test_dataloader(self) -> DataLoader:
         """The test split, or the validation split (with a warning) when there is none."""
         if "test" not in self.examples:
             log.warning("no test split given (data.test / data.splits.test); testing on the validation split")
             return self.val_dataloader()
-        return self.dataloader(self.examples["test"], train=False)
+        return self.dataloader(self.examples["test"], train=False, max_tokens=self.eval_max_tokens())

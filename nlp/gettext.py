@@ -24,6 +24,12 @@ How messages become sentence pairs:
 - Each English message keeps its first translation (catalogs in name order), so one source has
   one reference.
 
+Long sentences (``join_words``): after the split, the messages of each catalog are joined in
+catalog order, both sides alike, until the English side holds at least ``join_words`` words (at
+most :data:`MAX_WORDS` on a side); a catalog's last few messages join its previous segment. The
+help texts and labels of one program then make sentences of 20 to 60 words with a real
+translation, the length of the sentences of news or parliament corpora.
+
 The split holds out whole catalogs, so test messages come from programs never seen in training:
 catalogs are ordered by a hash of their domain name (the same order for every language) and
 taken for test, then validation, until each holds its share of the pairs (:data:`HELD_OUT_SHARES`);
@@ -160,35 +166,77 @@ def held_out_domains(sizes: dict[str, int]) -> dict[str, str]:
     return assigned
 
 
+def join_messages(pairs: list[Pair], join_words: int) -> list[Pair]:
+    """Consecutive pairs joined (a space between messages, on both sides) until the English side
+    of each holds at least ``join_words`` words and no side more than :data:`MAX_WORDS`; a short
+    remainder joins the previous segment when that fits."""
+    segments: list[list[Pair]] = []
+    current: list[Pair] = []
+
+    def words(group: list[Pair], side: int) -> int:
+        return sum(len(pair[side].split()) for pair in group)
+
+    for pair in pairs:
+        if current and max(words(current + [pair], 0), words(current + [pair], 1)) > MAX_WORDS:
+            segments.append(current)
+            current = []
+        current.append(pair)
+        if words(current, 0) >= join_words:
+            segments.append(current)
+            current = []
+    if current:
+        last = segments[-1] + current if segments else current
+        if segments and max(words(last, 0), words(last, 1)) <= MAX_WORDS:
+            segments[-1] = last
+        else:
+            segments.append(current)
+    return [(" ".join(s for s, _ in group), " ".join(t for _, t in group)) for group in segments]
+
+
 def read_gettext_corpus(
-    locale_dir: str | Path = DEFAULT_LOCALE_DIR, src_lang: str = "en", tgt_lang: str = "de"
+    locale_dir: str | Path = DEFAULT_LOCALE_DIR, src_lang: str = "en", tgt_lang: str = "de", join_words: int = 0
 ) -> dict[str, list[Pair]]:
     """Train/val/test sentence pairs from the gettext catalogs of one language (see the module
-    docstring for the cleaning and the split). One of ``src_lang`` / ``tgt_lang`` must be ``en``:
-    catalogs translate from English, and ``src_lang=de tgt_lang=en`` swaps the pairs."""
+    docstring for the cleaning, the split and the joining into long sentences, which
+    ``join_words`` > 0 asks for). One of ``src_lang`` / ``tgt_lang`` must be ``en``: catalogs
+    translate from English, and ``src_lang=de tgt_lang=en`` swaps the pairs."""
     if "en" not in (src_lang, tgt_lang) or src_lang == tgt_lang:
         raise InputError(
             f"gettext catalogs pair English with another language, got data.src_lang={src_lang!r} "
             f"data.tgt_lang={tgt_lang!r}; set data.src_lang=en and data.tgt_lang to the other language"
         )
+    if not 0 <= join_words <= MAX_WORDS:
+        raise InputError(f"data.join_words={join_words} must be in 0..{MAX_WORDS} (0: one message per pair)")
     locale_dir = Path(locale_dir)
     if not locale_dir.is_dir():
         raise InputError(f"gettext locale directory {locale_dir} does not exist; set data.locale_dir")
     lang = tgt_lang if src_lang == "en" else src_lang
     catalogs = {domain: read_catalog(path) for domain, path in catalog_files(locale_dir, lang).items()}
     held_out = held_out_domains({domain: len(pairs) for domain, pairs in catalogs.items()})
-    splits: dict[str, dict[str, str]] = {"train": {}, "val": {}, "test": {}}
+    # Per split, each catalog's messages in order (an English message kept once, with its first translation).
+    splits: dict[str, dict[str, dict[str, str]]] = {"train": {}, "val": {}, "test": {}}
+    placed: dict[str, set[str]] = {"train": set(), "val": set(), "test": set()}
     for domain, pairs in catalogs.items():
-        chosen = splits[held_out.get(domain, "train")]
+        split = held_out.get(domain, "train")
+        messages = splits[split].setdefault(domain, {})
         for source, target in pairs:
-            chosen.setdefault(source, target)
-    seen = set(splits["train"])
+            if source not in placed[split]:
+                placed[split].add(source)
+                messages[source] = target
+    seen = placed["train"]
     for split in HELD_OUT_SHARES:  # an English message lies in one split only: train, else test, else val
-        splits[split] = {source: target for source, target in splits[split].items() if source not in seen}
-        seen |= set(splits[split])
-    corpus = {
-        split: [(s, t) if src_lang == "en" else (t, s) for s, t in pairs.items()] for split, pairs in splits.items()
+        for domain, messages in splits[split].items():
+            splits[split][domain] = {source: target for source, target in messages.items() if source not in seen}
+        seen = seen | placed[split]
+    joined = {
+        split: [
+            pair
+            for messages in domains.values()
+            for pair in (join_messages(list(messages.items()), join_words) if join_words else messages.items())
+        ]
+        for split, domains in splits.items()
     }
+    corpus = {split: [(s, t) if src_lang == "en" else (t, s) for s, t in pairs] for split, pairs in joined.items()}
     for split, pairs in corpus.items():
         if not pairs:
             raise InputError(

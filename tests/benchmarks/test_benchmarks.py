@@ -126,19 +126,31 @@ def test_report_names_a_bad_line(tmp_path: Path) -> None:
 def test_quality_nmt_runs_the_cli_and_the_plain_loop_side_by_side(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    locale = fake_locale_tree(tmp_path / "locale")
+    locale = fake_locale_tree(tmp_path / "locale", ("de", "es"))
     results = tmp_path / "results.jsonl"
     argv = ["--quick", "--threads", "1", "--locale-dir", str(locale), "--out-dir", str(tmp_path / "runs")]
-    output = quality_nmt.main([*argv, "--append", str(results)])
+    output = quality_nmt.main([*argv, "--corpus", "gettext-en-de", "long-es-en", "--append", str(results)])
     assert json.loads(results.read_text()) == output
-    assert [row["contender"] for row in output["rows"]] == ["nlp.train (transformer_mini)", "plain nn.Transformer loop"]
+    assert [(row["corpus"], row["contender"]) for row in output["rows"]] == [
+        ("gettext-en-de", "nlp.train (transformer_mini)"),
+        ("gettext-en-de", "plain nn.Transformer loop"),
+        ("long-es-en", "nlp.train (transformer_mini)"),
+        ("long-es-en", "plain nn.Transformer loop"),
+    ]
     for row in output["rows"]:
         assert 0 <= row["bleu"] <= 100 and 0 <= row["chrf"] <= 100 and 0 <= row["rep4"] <= 1
         assert row["train_tokens_per_second"] > 0 and row["rep4_ref"] == 0.0 and row["train_loss"] > 0
-    assert (tmp_path / "runs" / "cli_0.05min" / "metrics.json").is_file()
+        assert row["steps"] > 0
+    # The long corpus goes through data=files, as a user's own TSV files would.
+    long_settings = output["settings"]["corpora"]["long-es-en"]
+    assert "data=files" in long_settings["overrides"] and (tmp_path / "runs" / "long-es-en" / "train.tsv").is_file()
+    lines = (tmp_path / "runs" / "long-es-en" / "train.tsv").read_text(encoding="utf-8").splitlines()
+    english_words = sorted(len(line.split("\t")[1].split()) for line in lines)
+    assert english_words[len(lines) // 2] >= 24  # a program's messages joined to 24+ English words
+    assert (tmp_path / "runs" / "gettext-en-de_cli_0.05min" / "metrics.json").is_file()
     table = capsys.readouterr().out
-    assert "| minutes | contender | test BLEU | test chrF |" in table
-    assert "| 0.05 | plain nn.Transformer loop |" in table
+    assert "| corpus | minutes | contender | test BLEU | test chrF | rep4 (references) | steps |" in table
+    assert "| long-es-en | 0.05 | plain nn.Transformer loop |" in table
 
 
 @pytest.mark.slow

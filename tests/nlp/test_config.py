@@ -21,12 +21,29 @@ def test_default_is_multi30k_with_the_small_model(tmp_path: Path) -> None:
     assert cfg.trainer.use_distributed_sampler is False and cfg.trainer.gradient_clip_val == 1.0
 
 
-def test_data_presets_bring_their_schedule_and_the_command_line_wins(tmp_path: Path) -> None:
-    toy = nlp_config(tmp_path, "data=toy", "module.warmup_steps=7")
-    assert toy.data.corpus == "toy" and toy.trainer.max_epochs == 10 and toy.module.lr == 3e-3
-    assert toy.module.warmup_steps == 7
-    files = nlp_config(tmp_path, "data=files", "data.train=a.tsv", "data.val=b.tsv")
-    assert files.module.warmup_steps == 4000 and files.data.train == "a.tsv"
+DATA_PRESETS = {
+    "toy": (),
+    "files": ("data.train=a.tsv", "data.val=b.tsv"),
+    "gettext": (),
+    "multi30k": (),
+    "hf": ("data.dataset=wmt/wmt14", "data.dataset_config=de-en"),
+}
+
+
+@pytest.mark.parametrize("data", list(DATA_PRESETS))
+def test_data_presets_carry_data_only_and_the_model_preset_brings_the_recipe(tmp_path: Path, data: str) -> None:
+    cfg = nlp_config(tmp_path, f"data={data}", *DATA_PRESETS[data], "model=transformer_mini")
+    assert (cfg.module.lr, cfg.module.warmup_steps, cfg.data.max_tokens) == (1e-3, 1000, "auto")
+    reference = nlp_config(tmp_path, "data=toy", "model=transformer_mini")
+    assert cfg.module == reference.module and cfg.trainer == reference.trainer  # nothing from the data preset
+    small = nlp_config(tmp_path, f"data={data}", *DATA_PRESETS[data], "model=transformer_small")
+    assert (small.module.lr, small.module.warmup_steps) == (5e-4, 4000)
+
+
+def test_the_command_line_wins_over_the_presets(tmp_path: Path) -> None:
+    cfg = nlp_config(tmp_path, "data=toy", "model=transformer_tiny", "module.warmup_steps=7", "data.max_tokens=64")
+    assert cfg.data.corpus == "toy" and cfg.module.lr == 3e-3 and cfg.module.warmup_steps == 7
+    assert cfg.data.max_tokens == 64
     wmt = nlp_config(tmp_path, "data=hf", "data.dataset=wmt/wmt14", "data.dataset_config=de-en")
     assert instantiate(wmt.data).dataset_config == "de-en"
 

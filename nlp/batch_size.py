@@ -23,10 +23,11 @@ from __future__ import annotations
 import logging
 import math
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from typing import Any
 
 import lightning.pytorch as pl
+import numpy as np
 import torch
 from lightning.pytorch.callbacks import Timer
 
@@ -89,23 +90,22 @@ def measure_pace(module: Any, trainer: pl.Trainer, batch: Batch) -> float:
     return PROBE_STEPS * tokens / max(seconds, 1e-9)
 
 
-def probe_batch(lengths: Sequence[int], max_tokens: int, make_batch: Callable[[list[int]], Batch]) -> Batch:
+def probe_batch(lengths: np.ndarray, max_tokens: int, make_batch: Callable[[list[int]], Batch]) -> Batch:
     """A batch of ``max_tokens`` of sentences of the median length."""
-    order = sorted(range(len(lengths)), key=lengths.__getitem__)
-    batches = token_budget_batches(lengths, max_tokens, order)
-    return make_batch(batches[len(batches) // 2])
+    batches = token_budget_batches(lengths, max_tokens, np.argsort(lengths, kind="stable"))
+    return make_batch(batches[len(batches) // 2].tolist())
 
 
 def auto_max_tokens(
     trainer: pl.Trainer,
     module: Any,
-    lengths: Sequence[int],
+    lengths: np.ndarray,
     make_batch: Callable[[list[int]], Batch],
 ) -> int:
     """The token budget of a training batch for this run (the rule of the module docstring):
     ``lengths`` are the training examples' sizes as the batch sampler counts them, and
     ``make_batch`` collates examples by index. Every process uses the first one's choice."""
-    epoch_tokens = sum(lengths)
+    epoch_tokens = int(lengths.sum())
     by_epochs = epoch_budget(trainer, epoch_tokens)
     seconds = time_budget(trainer)
     pace, probed = None, PROBE_TOKENS

@@ -6,34 +6,33 @@ as many sentences as fit in ``max_tokens`` padded tokens: many short ones or a f
 
 from __future__ import annotations
 
-import random
 from collections.abc import Iterator, Sequence
 
+import numpy as np
 import torch
 from torch import Tensor
 from torch.utils.data import Sampler
 
-Example = tuple[list[int], list[int]]
+Example = tuple[Sequence[int], Sequence[int]]  # (source ids, target ids): lists or numpy arrays
 
 
-def token_budget_batches(lengths: Sequence[int], max_tokens: int, order: Sequence[int]) -> list[list[int]]:
-    """Cut ``order`` (indices sorted by length) into consecutive batches whose padded size
-    ``len(batch) * max(length in batch)`` stays within ``max_tokens``.
+def token_budget_batches(lengths: Sequence[int] | np.ndarray, max_tokens: int, order: Sequence[int] | np.ndarray) -> list[np.ndarray]:
+    """Cut ``order`` (indices sorted by increasing length) into consecutive batches whose padded
+    size ``len(batch) * max(length in batch)`` stays within ``max_tokens``: each batch takes as
+    many of the next indices as fit (its last one is its longest).
 
     A single example longer than the budget still gets a batch of its own.
     """
-    batches: list[list[int]] = []
-    batch: list[int] = []
-    longest = 0
-    for index in order:
-        longest_if_added = max(longest, lengths[index])
-        if batch and longest_if_added * (len(batch) + 1) > max_tokens:
-            batches.append(batch)
-            batch, longest_if_added = [], lengths[index]
-        batch.append(index)
-        longest = longest_if_added
-    if batch:
-        batches.append(batch)
+    order = np.asarray(order, dtype=np.int64)
+    sizes = np.asarray(lengths, dtype=np.int64)[order]
+    batches: list[np.ndarray] = []
+    start = 0
+    while start < len(order):
+        window = sizes[start : start + max(1, max_tokens // max(1, int(sizes[start])))]
+        # Lengths ascend, so (k + 1) * window[k] ascends too: the batch is the prefix that fits.
+        fits = int(np.count_nonzero(np.arange(1, len(window) + 1) * window <= max_tokens))
+        batches.append(order[start : start + max(1, fits)])
+        start += max(1, fits)
     return batches
 
 
@@ -43,7 +42,8 @@ class TokenBudgetBatchSampler(Sampler[list[int]]):
     Training (``shuffle=True``): each epoch sorts by length with random tie-breaking, packs, then
     shuffles the order of the batches. With several processes (DDP) every rank gets the batches
     ``rank, rank + num_replicas, ...`` of the same list (the seed and epoch are shared), and the list
-    is padded by repeating batches so that every rank runs the same number of steps.
+    is padded by repeating batches so that every rank runs the same number of steps. Lengths and
+    batches are numpy arrays: a corpus of millions of sentences costs a few bytes per sentence.
 
     Args:
         lengths: size of each example (longer of source and target, in tokens).
@@ -56,7 +56,7 @@ class TokenBudgetBatchSampler(Sampler[list[int]]):
 
     def __init__(
         self,
-        lengths: Sequence[int],
+        lengths: Sequence[int] | np.ndarray,
         max_tokens: int,
         shuffle: bool = False,
         seed: int = 0,
@@ -67,48 +67,50 @@ class TokenBudgetBatchSampler(Sampler[list[int]]):
             raise ValueError(f"max_tokens must be positive, got {max_tokens}")
         if not 0 <= rank < num_replicas:
             raise ValueError(f"rank {rank} is outside 0..{num_replicas - 1}")
-        self.lengths = list(lengths)
+        self.lengths = np.asarray(lengths, dtype=np.int64)
         self.max_tokens = max_tokens
         self.shuffle = shuffle
         self.seed = seed
         self.num_replicas = num_replicas
         self.rank = rank
         self.epoch = 0
+        self.cached: tuple[int, list[np.ndarray]] | None = None
 
     def set_epoch(self, epoch: int) -> None:
         """Select the shuffling of ``epoch`` (the same on every rank)."""
         self.epoch = epoch
 
-    def batches(self) -> list[list[int]]:
-        """All batches of this epoch for this rank."""
-        rng = random.Random(self.seed + self.epoch)
-        indices = list(range(len(self.lengths)))
-        if self.shuffle:
-            rng.shuffle(indices)
+    def batches(self) -> list[np.ndarray]:
+        """All batches of this epoch for this rank (computed once per epoch)."""
+        if self.cached is not None and self.cached[0] == self.epoch:
+            return self.cached[1]
+        rng = np.random.default_rng([self.seed, self.epoch])
+        indices = rng.permutation(len(self.lengths)) if self.shuffle else np.arange(len(self.lengths))
         # A stable sort keeps the shuffled order among equal lengths: random buckets each epoch.
-        indices.sort(key=self.lengths.__getitem__)
+        indices = indices[np.argsort(self.lengths[indices], kind="stable")]
         batches = token_budget_batches(self.lengths, self.max_tokens, indices)
         if self.shuffle:
-            rng.shuffle(batches)
+            batches = [batches[i] for i in rng.permutation(len(batches))]
         remainder = len(batches) % self.num_replicas
         if remainder:
             batches += batches[: self.num_replicas - remainder]
-        return batches[self.rank :: self.num_replicas]
+        self.cached = (self.epoch, batches[self.rank :: self.num_replicas])
+        return self.cached[1]
 
     def __iter__(self) -> Iterator[list[int]]:
-        return iter(self.batches())
+        return (batch.tolist() for batch in self.batches())
 
     def __len__(self) -> int:
         return len(self.batches())
 
 
-def pad_batch(sequences: Sequence[Sequence[int]], pad_id: int) -> Tensor:
-    """Right-pad token id lists to one LongTensor [B, max_len]."""
+def pad_batch(sequences: Sequence[Sequence[int] | np.ndarray], pad_id: int) -> Tensor:
+    """Right-pad token id sequences (lists or numpy arrays) to one LongTensor [B, max_len]."""
     longest = max(len(sequence) for sequence in sequences)
-    out = torch.full((len(sequences), longest), pad_id, dtype=torch.long)
+    out = np.full((len(sequences), longest), pad_id, dtype=np.int64)
     for row, sequence in enumerate(sequences):
-        out[row, : len(sequence)] = torch.as_tensor(sequence, dtype=torch.long)
-    return out
+        out[row, : len(sequence)] = sequence
+    return torch.from_numpy(out)
 
 
 class Collator:

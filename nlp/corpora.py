@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Iterator
+from itertools import zip_longest
 from pathlib import Path
 from typing import Any, BinaryIO
 
@@ -51,48 +52,59 @@ class Utf8Lines:
                 yield raw.decode("utf-8", errors="replace")
 
 
-def read_lines(path: Path) -> list[str]:
-    """The lines of a text file under the text input rule, warning once if any byte was not UTF-8."""
-    with path.open("rb") as handle:
-        lines = Utf8Lines(handle)
-        text = list(lines)
-    if lines.replaced:
+def warn_replaced(path: Path, replaced: int) -> None:
+    """One warning for the lines of ``path`` that held bytes that are not UTF-8."""
+    if replaced:
         log.warning(
             "%s: %d line(s) held bytes that are not UTF-8; each invalid sequence was replaced by U+FFFD "
             "(convert the file to UTF-8, e.g. with iconv, to keep those characters)",
             path,
-            lines.replaced,
+            replaced,
         )
-    return text
 
 
-def finish(pairs: list[Pair], skipped: int, name: str, fix: str) -> list[Pair]:
+def iter_lines(path: Path) -> Iterator[str]:
+    """The lines of a text file under the text input rule, streamed, warning once at the end if
+    any byte was not UTF-8."""
+    with path.open("rb") as handle:
+        lines = Utf8Lines(handle)
+        yield from lines
+    warn_replaced(path, lines.replaced)
+
+
+def read_lines(path: Path) -> list[str]:
+    """The lines of a text file under the text input rule (:func:`iter_lines`)."""
+    return list(iter_lines(path))
+
+
+def finish(kept: int, skipped: int, name: str, fix: str) -> None:
     """Warn about skipped lines and refuse a corpus without any pair."""
     if skipped:
-        log.warning("%s: skipped %d empty or malformed line(s), kept %d pair(s)", name, skipped, len(pairs))
-    if not pairs:
+        log.warning("%s: skipped %d empty or malformed line(s), kept %d pair(s)", name, skipped, kept)
+    if not kept:
         raise InputError(f"{name} contains no sentence pairs; {fix}")
-    return pairs
 
 
-def read_tsv(path: str | Path) -> list[Pair]:
-    """``source<TAB>target`` per line, UTF-8 (see the text input rule above)."""
+def iter_tsv(path: str | Path) -> Iterator[Pair]:
+    """``source<TAB>target`` per line, UTF-8 (see the text input rule above), streamed: a corpus
+    of any size passes through in constant memory."""
     path = Path(path)
     if not path.is_file():
         raise FileNotFoundError(f"corpus file {path} does not exist")
-    pairs: list[Pair] = []
-    skipped = 0
-    for line in read_lines(path):
+    kept = skipped = 0
+    for line in iter_lines(path):
         fields = line.split("\t")
         if len(fields) == 2 and keep_pair(*fields):
-            pairs.append((fields[0].strip(), fields[1].strip()))
+            kept += 1
+            yield fields[0].strip(), fields[1].strip()
         else:
             skipped += 1
-    return finish(pairs, skipped, str(path), "expected one 'source<TAB>target' pair per line")
+    finish(kept, skipped, str(path), "expected one 'source<TAB>target' pair per line")
 
 
-def read_parallel(prefix: str | Path, src_lang: str, tgt_lang: str) -> list[Pair]:
-    """Line-aligned files ``PREFIX.SRC_LANG`` and ``PREFIX.TGT_LANG`` (the fairseq/Moses layout)."""
+def iter_parallel(prefix: str | Path, src_lang: str, tgt_lang: str) -> Iterator[Pair]:
+    """Line-aligned files ``PREFIX.SRC_LANG`` and ``PREFIX.TGT_LANG`` (the fairseq/Moses layout),
+    streamed side by side."""
     src_path, tgt_path = Path(f"{prefix}.{src_lang}"), Path(f"{prefix}.{tgt_lang}")
     for path in (src_path, tgt_path):
         if not path.is_file():
@@ -100,19 +112,27 @@ def read_parallel(prefix: str | Path, src_lang: str, tgt_lang: str) -> list[Pair
                 f"corpus file {path} does not exist; pass a TSV file or a prefix P with files "
                 f"P.{src_lang} and P.{tgt_lang} (set data.src_lang / data.tgt_lang)"
             )
-    sources, targets = read_lines(src_path), read_lines(tgt_path)
-    if len(sources) != len(targets):
-        raise InputError(
-            f"{src_path} has {len(sources)} lines but {tgt_path} has {len(targets)}; parallel files "
-            "must be line-aligned"
-        )
-    pairs = [(s.strip(), t.strip()) for s, t in zip(sources, targets) if keep_pair(s, t)]
-    return finish(pairs, len(sources) - len(pairs), f"{src_path} / {tgt_path}", "both files are empty")
+    kept = lines = 0
+    for lines, (source, target) in enumerate(zip_longest(iter_lines(src_path), iter_lines(tgt_path)), start=1):
+        if source is None or target is None:
+            raise InputError(
+                f"{src_path} and {tgt_path} differ in length (one ends at line {lines - 1}); parallel files "
+                "must be line-aligned"
+            )
+        if keep_pair(source, target):
+            kept += 1
+            yield source.strip(), target.strip()
+    finish(kept, lines - kept, f"{src_path} / {tgt_path}", "both files are empty")
+
+
+def iter_corpus(path: str | Path, src_lang: str, tgt_lang: str) -> Iterator[Pair]:
+    """A TSV file when ``path`` is a file, otherwise a prefix of two parallel files; streamed."""
+    return iter_tsv(path) if Path(path).is_file() else iter_parallel(path, src_lang, tgt_lang)
 
 
 def read_corpus(path: str | Path, src_lang: str, tgt_lang: str) -> list[Pair]:
-    """A TSV file when ``path`` is a file, otherwise a prefix of two parallel files."""
-    return read_tsv(path) if Path(path).is_file() else read_parallel(path, src_lang, tgt_lang)
+    """The pairs of :func:`iter_corpus` as a list."""
+    return list(iter_corpus(path, src_lang, tgt_lang))
 
 
 def load_hf_dataset(dataset: str, config: str | None, split: str | None = None) -> Any:
@@ -169,4 +189,5 @@ def load_hf_split(
         source, target = record[src_lang] or "", record[tgt_lang] or ""
         if keep_pair(source, target):
             pairs.append((source.strip(), target.strip()))
-    return finish(pairs, len(records) - len(pairs), f"{dataset} [{split}]", "choose another split or dataset")
+    finish(len(pairs), len(records) - len(pairs), f"{dataset} [{split}]", "choose another split or dataset")
+    return pairs

@@ -3,28 +3,25 @@
 from __future__ import annotations
 
 import logging
+from collections.abc import Iterable
+from pathlib import Path
 from typing import Any
 
 import lightning.pytorch as pl
 from torch.utils.data import DataLoader
 
 from nlp.batch_size import AUTO, STEPS_ONLY_TOKENS, auto_max_tokens
-from nlp.batching import Collator, Example, TokenBudgetBatchSampler
-from nlp.corpora import Pair, load_hf_dataset, load_hf_split, read_corpus
-from nlp.encoding import encode_sources, encode_targets
+from nlp.batching import Collator, TokenBudgetBatchSampler
+from nlp.corpora import Pair, iter_corpus, load_hf_dataset, load_hf_split
 from nlp.gettext import DEFAULT_LOCALE_DIR, read_gettext_corpus
-from nlp.tokenizer import SubwordTokenizer, train_tokenizer
+from core.data_cache import cache_root
+from nlp.prepared import EncodedSplit, build, content_hash, file_stamp, fingerprint, prepared
+from nlp.tokenizer import SubwordTokenizer
 from nlp.toy_corpus import TOY_PAIRS
 
 log = logging.getLogger(__name__)
 
 CORPORA = ("toy", "files", "hf", "gettext")
-
-
-def example_lengths(examples: list[Example]) -> list[int]:
-    """The size of each example as a token budget counts it: the longer of the source and the
-    teacher-forced target."""
-    return [max(len(source), len(target) - 1) for source, target in examples]
 
 
 class TranslationDataModule(pl.LightningDataModule):
@@ -57,6 +54,8 @@ class TranslationDataModule(pl.LightningDataModule):
         max_len: the model's longest sequence; longer sentences are truncated with a warning.
         num_workers: DataLoader worker processes.
         seed: seed of the batch shuffling.
+        cache_dir: where the prepared data (tokenizer, encoded splits) is kept; default
+            ``$TRANSFORMER_TOOLKIT_CACHE`` or ``~/.cache/transformer-toolkit`` (:mod:`nlp.prepared`).
     """
 
     def __init__(
@@ -81,6 +80,7 @@ class TranslationDataModule(pl.LightningDataModule):
         max_len: int = 1024,
         num_workers: int = 0,
         seed: int = 0,
+        cache_dir: str | None = None,
     ) -> None:
         super().__init__()
         if corpus not in CORPORA:
@@ -109,67 +109,100 @@ class TranslationDataModule(pl.LightningDataModule):
         self.train_max_tokens: int | None = None if max_tokens == AUTO else int(max_tokens)
         self.num_workers, self.seed = num_workers, seed
         self.tokenizer: SubwordTokenizer | None = None
-        self.pairs: dict[str, list[Pair]] = {}
-        self.examples: dict[str, list[Example]] = {}
+        self.cache_dir = cache_dir
+        self.meta: dict[str, Any] = {}
+        self.examples: dict[str, EncodedSplit] = {}
 
-    def load_split(self, split: str) -> list[Pair] | None:
-        """The sentence pairs of ``split`` (train/val/test), or None when the corpus has none."""
+    def split_names(self) -> list[str]:
+        """The splits this corpus has: train, val and, where given, test."""
+        if self.corpus == "files":
+            return [split for split, path in self.paths.items() if path is not None]
+        if self.corpus == "hf":
+            if self.splits.get("val") is None:
+                raise ValueError(f"dataset {self.dataset!r} needs a validation split: set data.splits.val")
+            return [split for split in ("train", "val", "test") if self.splits.get(split) is not None]
+        return ["train", "val", "test"]
+
+    def iter_split(self, split: str) -> Iterable[Pair]:
+        """The sentence pairs of ``split``, streamed from files where the corpus is files."""
         if self.corpus == "toy":
             return list(TOY_PAIRS)
         if self.corpus == "files":
-            path = self.paths[split]
-            return None if path is None else read_corpus(path, self.src_lang, self.tgt_lang)
+            return iter_corpus(self.paths[split], self.src_lang, self.tgt_lang)  # type: ignore[arg-type]
         if self.corpus == "gettext":
             if self.gettext_splits is None:
-                self.gettext_splits = read_gettext_corpus(
-                    self.locale_dir, self.src_lang, self.tgt_lang, self.join_words
-                )
+                self.gettext_splits = read_gettext_corpus(self.locale_dir, self.src_lang, self.tgt_lang, self.join_words)
             return self.gettext_splits[split]
-        name = self.splits.get(split)
-        if name is None:
-            return None
         limit = self.max_train_pairs if split == "train" else None
-        return load_hf_split(self.dataset, self.dataset_config, name, self.src_lang, self.tgt_lang, limit)
+        return load_hf_split(self.dataset, self.dataset_config, self.splits[split], self.src_lang, self.tgt_lang, limit)
+
+    def fingerprint_inputs(self) -> dict[str, Any]:
+        """Everything the prepared data depends on (:mod:`nlp.prepared`): corpus files by path,
+        size and modification time, a given tokenizer by content, the encoding settings."""
+        inputs: dict[str, Any] = {
+            "corpus": self.corpus, "src_lang": self.src_lang, "tgt_lang": self.tgt_lang, "max_len": self.max_len,
+            "vocab_size": self.vocab_size, "min_frequency": self.min_frequency,
+            "tokenizer": None if self.tokenizer_path is None else content_hash(Path(self.tokenizer_path)),
+        }
+        if self.corpus == "files":
+            inputs["files"] = {split: self.corpus_files(path) for split, path in self.paths.items() if path}
+        elif self.corpus == "gettext":
+            catalogs = sorted(Path(self.locale_dir).glob("*/LC_MESSAGES/*.mo"))
+            inputs.update(locale_dir=self.locale_dir, join_words=self.join_words, catalogs=[file_stamp(c) for c in catalogs])
+        elif self.corpus == "hf":
+            inputs.update(dataset=self.dataset, config=self.dataset_config, splits=self.splits, limit=self.max_train_pairs)
+        else:
+            inputs["pairs"] = TOY_PAIRS
+        return inputs
+
+    def corpus_files(self, path: str) -> list[list[Any]]:
+        """The stamps of the file(s) a ``files`` split reads: a TSV file, or a prefix's two files."""
+        if Path(path).is_file():
+            return [file_stamp(Path(path))]
+        files = [Path(f"{path}.{self.src_lang}"), Path(f"{path}.{self.tgt_lang}")]
+        return [file_stamp(file) if file.is_file() else [str(file), None] for file in files]
+
+    def prepared_directory(self) -> Path:
+        """The cache directory of this data, built by the first process that needs it (the
+        tokenizer trained and every split encoded once; :mod:`nlp.prepared`)."""
+        directory = cache_root(self.cache_dir) / "nlp" / fingerprint(self.fingerprint_inputs())
+        splits = {split: (lambda split=split: self.iter_split(split)) for split in self.split_names()}
+        self.meta = prepared(
+            directory,
+            lambda target: build(target, splits, self.tokenizer_path, self.vocab_size, self.min_frequency, self.max_len),
+        )
+        self.gettext_splits = None
+        return directory
 
     def prepare_data(self) -> None:
-        """Fill the Hugging Face download cache, without building any sentence pairs (that is
-        :meth:`setup`'s work). May be called more than once (the shared runner calls it in each
-        process, one at a time, and Lightning again on local rank 0): with the dataset cached it
-        only reads the cache's index."""
+        """Download (Hugging Face corpora), train the tokenizer and encode every split into the data
+        cache, unless it is there already: Lightning runs this on one process per machine, and
+        the shared runner in each process one at a time, so the work is done once and the others
+        find it done."""
         if self.corpus == "hf":
             load_hf_dataset(self.dataset, self.dataset_config)
-
-    def encode(self, pairs: list[Pair], split: str) -> list[Example]:
-        """Sentence pairs -> (source ``x </s>``, target ``<s> y </s>``) id lists, each side cut to
-        ``max_len - 1`` subwords so the model sees at most ``max_len`` positions
-        (:mod:`nlp.encoding`, the rule translation applies too)."""
-        assert self.tokenizer is not None
-        sources, source_cut = encode_sources(self.tokenizer, [source for source, _ in pairs], self.max_len)
-        targets, target_cut = encode_targets(self.tokenizer, [target for _, target in pairs], self.max_len)
-        truncated = sum(a or b for a, b in zip(source_cut, target_cut))
-        if truncated:
-            log.warning(
-                "%s split: truncated %d of %d sentence pairs longer than %d subwords (max_len %d)",
-                split, truncated, len(pairs), self.max_len - 1, self.max_len,
-            )
-        return list(zip(sources, targets))
+        self.prepared_directory()
 
     def setup(self, stage: str | None = None) -> None:
-        """Read every split, train (or load) the tokenizer and encode the pairs; once only."""
+        """Map the prepared splits and load the tokenizer (preparing them first if no process
+        has); the text is not read again. Once only."""
         if self.tokenizer is not None:
             return
-        for split in ("train", "val", "test"):
-            pairs = self.load_split(split)
-            if pairs is not None:
-                self.pairs[split] = pairs
-        if "val" not in self.pairs:
-            raise ValueError(f"dataset {self.dataset!r} needs a validation split: set data.splits.val")
-        if self.tokenizer_path is not None:
-            self.tokenizer = SubwordTokenizer.from_file(self.tokenizer_path)
-        else:
-            train_text = (sentence for pair in self.pairs["train"] for sentence in pair)
-            self.tokenizer = train_tokenizer(train_text, self.vocab_size, self.min_frequency)
-        self.examples = {split: self.encode(pairs, split) for split, pairs in self.pairs.items()}
+        directory = self.prepared_directory()
+        self.tokenizer = SubwordTokenizer.from_file(directory / "tokenizer.json")
+        for split, counts in self.meta["splits"].items():
+            if counts["truncated"]:
+                log.warning(
+                    "%s split: truncated %d of %d sentence pairs longer than %d subwords (max_len %d)",
+                    split, counts["truncated"], counts["pairs"], self.max_len - 1, self.max_len,
+                )
+        self.examples = {
+            split: EncodedSplit(directory, split, self.meta["dtype"], self.repeat if split == "train" else 1)
+            for split in self.meta["splits"]
+        }
+        log.info(
+            "prepared data %s: %s pairs", directory, {split: counts["pairs"] for split, counts in self.meta["splits"].items()}
+        )
 
     def module_kwargs(self) -> dict[str, Any]:
         """What the LightningModule needs from the data, as plain types (stored in checkpoints):
@@ -178,14 +211,14 @@ class TranslationDataModule(pl.LightningDataModule):
             raise RuntimeError("call setup('fit') before module_kwargs()")
         return {"tokenizer": self.tokenizer.to_json(), "source_max_len": self.max_len}
 
-    def dataloader(self, examples: list[Example], train: bool, max_tokens: int) -> DataLoader:
+    def dataloader(self, examples: EncodedSplit, train: bool, max_tokens: int) -> DataLoader:
         """Token-budget batches of ``examples``: shuffled and sharded over ranks for training."""
         assert self.tokenizer is not None
         # Training batches are sharded over data-parallel processes here (Lightning's own sampler
         # injection is off for nlp); evaluation runs the whole split on every process.
         world_size, rank = (self.trainer.world_size, self.trainer.global_rank) if train and self.trainer else (1, 0)
         sampler = TokenBudgetBatchSampler(
-            example_lengths(examples),
+            examples.lengths(),
             max_tokens,
             shuffle=train,
             seed=self.seed,
@@ -209,12 +242,12 @@ class TranslationDataModule(pl.LightningDataModule):
             if trainer is None or trainer.lightning_module is None:
                 return STEPS_ONLY_TOKENS
             assert self.tokenizer is not None
-            examples = self.examples["train"] * self.repeat
+            examples = self.examples["train"]
             collate = Collator(self.tokenizer.pad_id)
             self.train_max_tokens = auto_max_tokens(
                 trainer,
                 trainer.lightning_module,
-                example_lengths(examples),
+                examples.lengths(),
                 lambda indices: collate([examples[i] for i in indices]),
             )
         return self.train_max_tokens
@@ -234,7 +267,7 @@ class TranslationDataModule(pl.LightningDataModule):
 
     def train_dataloader(self) -> DataLoader:
         """The training split, ``repeat`` times over, in shuffled token-budget batches."""
-        return self.dataloader(self.examples["train"] * self.repeat, train=True, max_tokens=self.resolve_max_tokens())
+        return self.dataloader(self.examples["train"], train=True, max_tokens=self.resolve_max_tokens())
 
     def val_dataloader(self) -> DataLoader:
         """The validation split in length-sorted token-budget batches."""

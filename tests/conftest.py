@@ -1,6 +1,8 @@
-"""Suite-wide settings: no test reaches the network, and torch uses one intra-op thread."""
+"""Suite-wide settings: no test reaches the network or the user's data cache, and torch uses one
+intra-op thread."""
 
 import os
+import tempfile
 from collections.abc import Iterator
 
 import pytest
@@ -10,6 +12,8 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 os.environ.setdefault("MPLBACKEND", "Agg")
+# Prepared translation data goes to a fresh directory per test session, not the user's cache.
+os.environ.setdefault("TRANSFORMER_TOOLKIT_CACHE", tempfile.mkdtemp(prefix="transformer-toolkit-cache-"))
 
 
 @pytest.fixture(autouse=True)

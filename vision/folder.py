@@ -3,7 +3,10 @@
 
 Unreadable images (corrupt or truncated files, text behind an image extension) are found when the
 data is set up, not hours into a run: every file is decoded once (JPEGs at 1/8 scale, which still
-reads every byte) and converted to RGB. Up to ``max_unreadable`` of them (1% by default) are
+reads every byte) and converted to RGB. The verdicts are kept in the data cache
+(``<cache_dir>/vision/<folder fingerprint>.tsv``, keyed by each file's path, size and modification
+time), so a folder is checked once, by the first process that sets it up (others wait for its
+lock), and a later run or another rank decodes only the files that are new or changed. Up to ``max_unreadable`` of them (1% by default) are
 skipped with one warning that counts them and names the first few; more stop the run with an
 :class:`~core.errors.InputError`. An image that stops being readable later (a file replaced or a
 network share gone mid-epoch) is replaced by the next readable one with a warning naming it, so a
@@ -13,16 +16,21 @@ long run is not lost to one file; only a run of unreadable images ends it.
 from __future__ import annotations
 
 import copy
+import hashlib
 import logging
+import os
 from collections.abc import Iterable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
+from filelock import FileLock
 from PIL import Image
 from torchvision.datasets import ImageFolder
 from torchvision.datasets.folder import IMG_EXTENSIONS
 
+from core.atomic import atomic_path
+from core.data_cache import cache_root
 from core.errors import InputError
 from vision.datamodule import ImageDataModule, ImageSplits, usable_cpus
 from vision.transforms import to_rgb
@@ -54,12 +62,49 @@ def unreadable_reason(path: str) -> str | None:
     return None
 
 
-def find_unreadable(paths: list[str]) -> dict[str, str]:
+def decode_unreadable(paths: list[str]) -> dict[str, str]:
     """The paths that cannot be read, with the reason (decoded on threads: Pillow releases the
     GIL while decoding)."""
     with ThreadPoolExecutor(max_workers=usable_cpus()) as pool:
         reasons = pool.map(unreadable_reason, paths)
         return {path: reason for path, reason in zip(paths, reasons) if reason is not None}
+
+
+def stamp(path: str) -> str:
+    """A file's version as the check cache records it: size and modification time."""
+    stat = os.stat(path)
+    return f"{stat.st_size}:{stat.st_mtime_ns}"
+
+
+def find_unreadable(paths: list[str], cache_file: Path | None = None) -> dict[str, str]:
+    """The paths that cannot be read, with the reason. With ``cache_file``, the verdicts of files
+    checked before (same path, size and modification time) are read from it, only the others are
+    decoded, and the file is rewritten atomically with every verdict, under a lock beside it."""
+    if cache_file is None:
+        return decode_unreadable(paths)
+    cache_file.parent.mkdir(parents=True, exist_ok=True)
+    with FileLock(f"{cache_file}.lock"):
+        known: dict[str, tuple[str, str]] = {}
+        if cache_file.is_file():
+            for line in cache_file.read_text(encoding="utf-8").splitlines():
+                path, version, reason = line.split("\t", 2)
+                known[path] = (version, reason)
+        versions = {path: stamp(path) for path in paths}
+        fresh = [path for path in paths if known.get(path, ("", ""))[0] != versions[path]]
+        decoded = decode_unreadable(fresh)
+        if fresh:
+            log.info("checked %d new or changed images of %d (%s)", len(fresh), len(paths), cache_file)
+        for path in fresh:
+            known[path] = (versions[path], decoded.get(path, "").replace("\t", " ").replace("\n", " "))
+        with atomic_path(cache_file) as tmp:
+            tmp.write_text("".join(f"{path}\t{version}\t{reason}\n" for path, (version, reason) in known.items()), encoding="utf-8")
+    return {path: known[path][1] for path in paths if known[path][1]}
+
+
+def check_cache_file(root: Path, cache_dir: str | None) -> Path:
+    """Where the verdicts of the images under ``root`` are kept."""
+    key = hashlib.sha1(str(root.resolve()).encode("utf-8")).hexdigest()[:20]
+    return cache_root(cache_dir) / "vision" / f"{key}.tsv"
 
 
 class FixedClassImageFolder(ImageFolder):
@@ -145,11 +190,14 @@ def split_folder(root: Path, split: str, classes: list[str], transform: Any) -> 
     return dataset
 
 
-def skip_unreadable(datasets: list[FixedClassImageFolder], root: Path, max_unreadable: float) -> None:
-    """Decode every image of ``datasets``; drop the unreadable ones with a warning, or raise
-    :class:`InputError` when they are more than ``max_unreadable`` of all."""
+def skip_unreadable(
+    datasets: list[FixedClassImageFolder], root: Path, max_unreadable: float, cache_file: Path | None = None
+) -> None:
+    """Decode every image of ``datasets`` not checked before (``cache_file``); drop the unreadable
+    ones with a warning, or raise :class:`InputError` when they are more than ``max_unreadable``
+    of all."""
     paths = [path for dataset in datasets for path, _ in dataset.samples]
-    unreadable = find_unreadable(paths)
+    unreadable = find_unreadable(paths, cache_file)
     if not unreadable:
         return
     named = "; ".join(f"{path} ({reason})" for path, reason in list(unreadable.items())[:SHOWN])
@@ -176,15 +224,20 @@ class ImageFolderDataModule(ImageDataModule):
             docstring); off, a file is first read when a batch needs it.
         max_unreadable: the largest fraction of unreadable images that is skipped rather than
             refused.
+        cache_dir: where the check's verdicts are kept; default ``$TRANSFORMER_TOOLKIT_CACHE``
+            or ``~/.cache/transformer-toolkit``.
         **kwargs: :class:`ImageDataModule` arguments; ``root`` is the folder holding ``train/``.
     """
 
-    def __init__(self, check_images: bool = True, max_unreadable: float = 0.01, **kwargs: Any) -> None:
+    def __init__(
+        self, check_images: bool = True, max_unreadable: float = 0.01, cache_dir: str | None = None, **kwargs: Any
+    ) -> None:
         if not 0 <= max_unreadable <= 1:
             raise InputError(f"data.max_unreadable must be a fraction in [0, 1], got {max_unreadable}")
         super().__init__(**kwargs)
         self.check_images = check_images
         self.max_unreadable = max_unreadable
+        self.cache_dir = cache_dir
 
     def load_splits(self) -> ImageSplits:
         """``train/``, and ``val/`` and ``test/`` where present, labelled by the training classes."""
@@ -195,7 +248,7 @@ class ImageFolderDataModule(ImageDataModule):
         test = split_folder(root, "test", classes, self.eval_tf)
         if self.check_images:
             present = [dataset for dataset in (train, val, test) if dataset is not None]
-            skip_unreadable(present, root, self.max_unreadable)
+            skip_unreadable(present, root, self.max_unreadable, check_cache_file(root, self.cache_dir))
             lost = sorted(set(classes) - {classes[target] for target in train.targets})
             if lost:
                 raise InputError(

@@ -10,7 +10,7 @@ import pytest
 
 from core.errors import InputError
 from nlp.batching import Collator, TokenBudgetBatchSampler, token_budget_batches
-from nlp.corpora import load_hf_split, read_corpus, read_parallel, read_tsv
+from nlp.corpora import load_hf_split, read_corpus
 from nlp.datamodule import TranslationDataModule
 from nlp.tokenizer import SubwordTokenizer
 from nlp.toy_corpus import TOY_PAIRS
@@ -28,7 +28,7 @@ def test_tsv_skips_and_counts_malformed_lines(tmp_path: Path, caplog: pytest.Log
         ["ein Haus\ta house", "", "nur eine Seite", "\tno source", "drei\tfelder\tzu viel", "  zwei Hunde \t two dogs "],
     )
     with caplog.at_level(logging.WARNING):
-        pairs = read_tsv(path)
+        pairs = read_corpus(path, "de", "en")
     assert pairs == [("ein Haus", "a house"), ("zwei Hunde", "two dogs")]
     assert f"{path}: skipped 4 empty or malformed line(s), kept 2 pair(s)" in caplog.text
 
@@ -36,7 +36,7 @@ def test_tsv_skips_and_counts_malformed_lines(tmp_path: Path, caplog: pytest.Log
 def test_file_without_pairs_is_an_error_naming_it(tmp_path: Path) -> None:
     path = write_lines(tmp_path / "empty.tsv", ["", "no tab here"])
     with pytest.raises(ValueError, match=f"{path} contains no sentence pairs"):
-        read_tsv(path)
+        read_corpus(path, "de", "en")
 
 
 def test_parallel_files_by_prefix(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
@@ -52,7 +52,7 @@ def test_invalid_utf8_is_replaced_and_counted_once_per_file(tmp_path: Path, capl
     path = tmp_path / "train.tsv"
     path.write_bytes(b"\xef\xbb\xbfein Haus\ta house\r\nzwei \xff\xfe Hunde\ttwo dogs\nGr\xfc\xdfe\tgreetings \xc3\n")
     with caplog.at_level(logging.WARNING):
-        pairs = read_tsv(path)
+        pairs = read_corpus(path, "de", "en")
     assert pairs == [("ein Haus", "a house"), ("zwei \ufffd\ufffd Hunde", "two dogs"), ("Gr\ufffd\ufffde", "greetings \ufffd")]
     assert caplog.text.count("not UTF-8") == 1
     assert f"{path}: 2 line(s) held bytes that are not UTF-8" in caplog.text
@@ -75,10 +75,10 @@ def test_parallel_files_stay_aligned_through_bad_bytes_and_unicode_line_breaks(
 def test_parallel_files_must_be_aligned_and_present(tmp_path: Path) -> None:
     write_lines(tmp_path / "train.de", ["ein Haus", "zwei Hunde"])
     with pytest.raises(FileNotFoundError, match="train.en does not exist"):
-        read_parallel(tmp_path / "train", "de", "en")
+        read_corpus(tmp_path / "train", "de", "en")
     write_lines(tmp_path / "train.en", ["a house"])
-    with pytest.raises(ValueError, match="has 2 lines but .*train.en has 1"):
-        read_parallel(tmp_path / "train", "de", "en")
+    with pytest.raises(ValueError, match=r"train.de and .*train.en differ in length \(one ends at line 1\)"):
+        read_corpus(tmp_path / "train", "de", "en")
 
 
 @pytest.mark.parametrize("layout", ["columns", "translation"])
@@ -99,7 +99,9 @@ def test_hugging_face_splits_in_both_layouts(tmp_path: Path, layout: str, monkey
         load_hf_split(str(tmp_path / "corpus"), None, "train", "fr", "en")
 
 
-def test_prepare_data_fills_the_cache_without_building_pairs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_prepare_data_downloads_and_encodes_once_and_setup_reads_no_text(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     import datasets
 
     from nlp import datamodule
@@ -108,16 +110,21 @@ def test_prepare_data_fills_the_cache_without_building_pairs(tmp_path: Path, mon
     monkeypatch.setattr(datasets.config, "HF_DATASETS_CACHE", cache)
     for split in ("train", "validation", "test"):
         write_lines(tmp_path / "corpus" / f"{split}.jsonl", [json.dumps({"de": "ein Haus", "en": "a house"})])
-    data = TranslationDataModule(corpus="hf", dataset=str(tmp_path / "corpus"), vocab_size=300, min_frequency=1)
+    options = dict(corpus="hf", dataset=str(tmp_path / "corpus"), vocab_size=300, min_frequency=1)
+    data = TranslationDataModule(**options, cache_dir=str(tmp_path / "prepared"))
     built: list[str] = []
     load_split = datamodule.load_hf_split
     monkeypatch.setattr(datamodule, "load_hf_split", lambda *args: built.append(args[2]) or load_split(*args))
     data.prepare_data()
-    data.prepare_data()  # cached: idempotent
-    assert built == [] and data.pairs == {}
-    assert list(cache.rglob("*.arrow"))
-    data.setup("fit")
-    assert built == ["train", "validation", "test"] and data.pairs["test"] == [("ein Haus", "a house")]
+    assert list(cache.rglob("*.arrow")) and {"validation", "test"} <= set(built)
+    read = len(built)
+    data.prepare_data()  # prepared: idempotent
+    again = TranslationDataModule(**options, cache_dir=str(tmp_path / "prepared"))
+    again.setup("fit")  # another process, or the next run: maps the prepared splits
+    assert len(built) == read
+    assert again.tokenizer is not None and [again.tokenizer.decode(s) for s in again.examples["test"][0]] == [
+        "ein Haus", "a house"
+    ]
 
 
 def test_missing_hugging_face_dataset_offline_is_a_clear_error() -> None:
@@ -134,7 +141,7 @@ def test_batches_respect_the_token_budget_and_cover_every_example() -> None:
         assert len(batch) * max(lengths[i] for i in batch) <= 40 or len(batch) == 1
     # Sorted by length, neighbours share a batch: five short ones (5 x 6 tokens), three of
     # length 8-9, ..., and 50 tokens, over the budget, alone.
-    assert batches == [[5, 0, 7, 2, 10], [8, 3, 4], [9, 1], [6], [11]]
+    assert [batch.tolist() for batch in batches] == [[5, 0, 7, 2, 10], [8, 3, 4], [9, 1], [6], [11]]
 
 
 def test_sampler_shuffles_per_epoch_and_shards_over_ranks() -> None:

@@ -201,6 +201,33 @@ def test_a_few_unreadable_images_are_skipped_with_one_counted_warning(
     assert images.shape == (4, 3, 16, 16)
 
 
+def test_a_folder_is_decoded_once_and_a_changed_file_again(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from vision import folder
+
+    corrupt_folder(tmp_path / "data", good=20, bad=broken_files(tmp_path))
+    decoded: list[str] = []
+    real = folder.unreadable_reason
+    monkeypatch.setattr(folder, "unreadable_reason", lambda path: decoded.append(path) or real(path))
+
+    def setup() -> ImageFolderDataModule:
+        data = ImageFolderDataModule(
+            root=str(tmp_path / "data"), img_size=16, batch_size=4, val_size=4, max_unreadable=0.09,
+            cache_dir=str(tmp_path / "cache"), **PLAIN,
+        )
+        data.setup("fit")
+        return data
+
+    first = setup()
+    assert len(decoded) == 43
+    second = setup()  # a later run, or another rank: the verdicts come from the cache
+    assert len(decoded) == 43 and len(second.train_set) + len(second.val_set) == len(first.train_set) + len(first.val_set)
+    changed = next((tmp_path / "data" / "train" / "b").glob("*.png"))
+    changed.write_bytes(b"not an image any more")
+    with pytest.raises(InputError, match="4 of 43 images"):  # 9.3% unreadable now, over the 9% allowed
+        setup()
+    assert decoded[43:] == [str(changed)]
+
+
 def test_more_unreadable_images_than_allowed_stop_the_setup(tmp_path: Path) -> None:
     corrupt_folder(tmp_path, good=5, bad=broken_files(tmp_path.parent))
     data = ImageFolderDataModule(root=str(tmp_path), img_size=16, batch_size=2, **PLAIN)

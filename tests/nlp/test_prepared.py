@@ -1,0 +1,128 @@
+"""Data prepared once: the tokenizer trained and the splits encoded by one process, kept in a cache
+keyed by the inputs, memory-mapped by every process and every later run."""
+
+from __future__ import annotations
+
+import json
+import os
+import pickle
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from nlp import datamodule as datamodule_module
+from nlp import prepared
+from nlp.datamodule import TranslationDataModule
+from nlp.prepared import EncodedSplit, token_dtype
+from tests.nlp.conftest import SUBPROCESS_ENV, reverse_pairs, write_lines
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def corpus(tmp_path: Path, count: int = 60, seed: int = 0) -> Path:
+    return write_lines(tmp_path / "train.tsv", [f"{s}\t{t}" for s, t in reverse_pairs(count, seed)])
+
+
+def files_data(path: Path, cache: Path, **kwargs: object) -> TranslationDataModule:
+    options = dict(vocab_size=300, min_frequency=1, max_tokens=64, max_len=16, cache_dir=str(cache))
+    return TranslationDataModule(corpus="files", train=str(path), val=str(path), **{**options, **kwargs})
+
+
+def test_a_second_run_reads_no_text_and_trains_no_tokenizer(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    path = corpus(tmp_path)
+    first = files_data(path, tmp_path / "cache")
+    first.setup("fit")
+
+    def forbidden(*args: object, **kwargs: object) -> None:
+        raise AssertionError("the prepared data was built again")
+
+    monkeypatch.setattr(prepared, "train_tokenizer", forbidden)
+    monkeypatch.setattr(datamodule_module, "iter_corpus", forbidden)
+    second = files_data(path, tmp_path / "cache")
+    second.setup("fit")
+    assert second.module_kwargs() == first.module_kwargs()
+    for split in ("train", "val"):
+        assert len(second.examples[split]) == len(first.examples[split]) == 60
+        for index in (0, 59):
+            for a, b in zip(first.examples[split][index], second.examples[split][index]):
+                assert np.array_equal(a, b)
+    batch = next(iter(second.val_dataloader()))
+    tokenizer = second.tokenizer
+    assert tokenizer is not None
+    row = batch["source"][0]
+    assert row[row.ne(tokenizer.pad_id)][-1] == tokenizer.eos_id
+
+
+def test_changed_inputs_prepare_anew(tmp_path: Path) -> None:
+    path = corpus(tmp_path)
+    data = files_data(path, tmp_path / "cache")
+    data.setup("fit")
+    directories = {p for p in (tmp_path / "cache" / "nlp").iterdir() if p.is_dir()}
+    corpus(tmp_path, count=80, seed=1)  # the file changes: size and modification time
+    changed = files_data(path, tmp_path / "cache")
+    changed.setup("fit")
+    assert len(changed.examples["train"]) == 80
+    other_vocab = files_data(path, tmp_path / "cache", vocab_size=290)
+    other_vocab.setup("fit")
+    assert len({p for p in (tmp_path / "cache" / "nlp").iterdir() if p.is_dir()} - directories) == 2
+    assert not list((tmp_path / "cache" / "nlp").glob(".*"))  # no staging directory left behind
+
+
+def test_splits_are_uint16_memory_maps_that_pickle_as_a_path(tmp_path: Path) -> None:
+    data = files_data(corpus(tmp_path), tmp_path / "cache")
+    data.setup("fit")
+    split = data.examples["train"]
+    source, target = split[3]
+    assert isinstance(source, np.memmap) and source.dtype == np.uint16 and target.dtype == np.uint16
+    assert token_dtype(70_000) == np.int32
+    assert len(pickle.dumps(split)) < 1_000  # a worker or a spawned rank maps the files itself
+    clone: EncodedSplit = pickle.loads(pickle.dumps(split))
+    assert clone.tokens is None and np.array_equal(clone[3][0], source)
+    directory = Path(split.directory)
+    meta = json.loads((directory / "meta.json").read_text())
+    assert meta["dtype"] == "uint16" and meta["splits"]["train"] == {"pairs": 60, "truncated": 0}
+    tokens = (directory / "train.src.bin").stat().st_size // 2
+    assert tokens == int(np.load(directory / "train.idx.npy")[-1, 0])
+
+
+def test_the_encoding_equals_the_translation_rule(tmp_path: Path, toy_tokenizer) -> None:  # type: ignore[no-untyped-def]
+    from nlp.encoding import encode_sources, encode_targets
+    from nlp.toy_corpus import TOY_PAIRS
+
+    tokenizer_path = tmp_path / "tokenizer.json"
+    toy_tokenizer.save(tokenizer_path)
+    path = write_lines(tmp_path / "toy.tsv", [f"{s}\t{t}" for s, t in TOY_PAIRS])
+    data = files_data(path, tmp_path / "cache", tokenizer_path=str(tokenizer_path), max_len=6)
+    data.setup("fit")
+    sources, _ = encode_sources(toy_tokenizer, [s for s, _ in TOY_PAIRS], 6)
+    targets, _ = encode_targets(toy_tokenizer, [t for _, t in TOY_PAIRS], 6)
+    for index, (source, target) in enumerate(zip(sources, targets)):
+        assert data.examples["val"][index][0].tolist() == source
+        assert data.examples["val"][index][1].tolist() == target
+
+
+@pytest.mark.slow
+def test_two_ddp_processes_share_one_prepared_tokenizer(tmp_path: Path) -> None:
+    path = corpus(tmp_path, count=200)
+    run_dir = tmp_path / "run"
+    command = [
+        sys.executable, "-m", "torch.distributed.run", "--nproc_per_node=2", "--master_port=29517", "-m", "nlp.train",
+        "data=files", f"data.train={path}", f"data.val={path}", f"data.cache_dir={tmp_path / 'cache'}",
+        "data.vocab_size=300", "model=transformer_tiny", "trainer=ddp", "trainer.accelerator=cpu",
+        "trainer.max_epochs=-1", "trainer.max_steps=2", "trainer.num_sanity_val_steps=0", "module.beam_size=1",
+        "trainer.limit_val_batches=1", "trainer.limit_test_batches=1", "logger=csv", f"hydra.run.dir={run_dir}",
+    ]
+    result = subprocess.run(
+        command, cwd=ROOT, env={**SUBPROCESS_ENV, "PYTHONUNBUFFERED": "1"}, capture_output=True, text=True, timeout=600
+    )
+    output = result.stdout + result.stderr
+    assert result.returncode == 0, output[-3000:]
+    assert output.count("training the BPE tokenizer") == 1  # one process trained it
+    prepared_lines = [line.split("prepared data ")[1].split(":")[0] for line in output.splitlines() if "prepared data " in line]
+    assert len(prepared_lines) == 2 and len(set(prepared_lines)) == 1  # both ranks mapped the same directory
+    shared = Path(prepared_lines[0]) / "tokenizer.json"
+    assert (run_dir / "checkpoints" / "tokenizer.json").read_bytes() == shared.read_bytes()
+    assert os.path.isfile(run_dir / "metrics.json")

@@ -12,6 +12,7 @@ import argparse
 import functools
 import os
 import sys
+from datetime import datetime
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, NoReturn, TypeVar
@@ -97,6 +98,21 @@ def add_device_option(parser: argparse.ArgumentParser) -> None:
     )
 
 
+def launch_stamp() -> str:
+    """One name for a run's output directory that every process of a launch agrees on: the SLURM
+    job (``slurm-<job id>``, with ``_<task>`` in an array), the torchrun rendezvous id
+    (``torchrun-<id>``, when one is given), else the local time to the second. Resolved in each
+    process, so processes started together by SLURM or torchrun write to one directory."""
+    job = os.environ.get("SLURM_JOB_ID")
+    if job:
+        task = os.environ.get("SLURM_ARRAY_TASK_ID")
+        return f"slurm-{job}" + (f"_{task}" if task else "")
+    rendezvous = os.environ.get("TORCHELASTIC_RUN_ID")
+    if rendezvous and rendezvous != "none":
+        return f"torchrun-{rendezvous}"
+    return datetime.now().strftime("%Y-%m-%d_%H-%M-%S")
+
+
 def hydra_app(config_name: str) -> Callable[[Callable[[Any], T]], Callable[[], T | None]]:
     """Like ``@hydra.main(version_base="1.3", config_path="../conf", config_name=...)``, with the
     error convention: an :class:`InputError` from the task and Hydra's own errors about the
@@ -106,7 +122,10 @@ def hydra_app(config_name: str) -> Callable[[Callable[[Any], T]], Callable[[], T
     from hydra.errors import HydraException, InstantiationException, MissingConfigException
     from omegaconf.errors import OmegaConfBaseException
 
+    from omegaconf import OmegaConf
+
     user_wants_traceback = full_traceback_wanted([])  # read before main() sets HYDRA_FULL_ERROR
+    OmegaConf.register_new_resolver("launch_stamp", launch_stamp, replace=True)  # hydra.run.dir of the train configs
 
     def decorate(task: Callable[[Any], T]) -> Callable[[], T | None]:
         @functools.wraps(task)

@@ -146,7 +146,7 @@ RULES: tuple[Rule, ...] = (
          "data.train_size", "data.test_size"),
         POSITIVE_INT,
     ),
-    Rule(("data.max_tokens",), or_auto(POSITIVE_INT)),
+    Rule(("data.max_tokens", "data.pad_to_multiple"), or_auto(POSITIVE_INT)),
     Rule(("data.min_frequency", "data.join_words"), NON_NEGATIVE_INT),
     Rule(("data.num_workers",), optional(NON_NEGATIVE_INT)),
     Rule(("data.max_train_pairs",), optional(POSITIVE_INT)),

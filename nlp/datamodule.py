@@ -51,6 +51,8 @@ class TranslationDataModule(pl.LightningDataModule):
         tokenizer_path: a ``tokenizer.json`` to reuse instead of training one.
         max_tokens: padded-token budget of a batch, or ``auto``: sized from the run's budget
             (:mod:`nlp.batch_size`; evaluation batches then hold 4096 tokens).
+        pad_to_multiple: pad sources and teacher-forced targets to a multiple of this; ``auto``:
+            8 on a GPU (tensor cores, few shapes for ``compile=true``), 1 on the CPU.
         max_len: the model's longest sequence; longer sentences are truncated with a warning.
         num_workers: DataLoader worker processes.
         seed: seed of the batch shuffling.
@@ -77,6 +79,7 @@ class TranslationDataModule(pl.LightningDataModule):
         min_frequency: int = 2,
         tokenizer_path: str | None = None,
         max_tokens: int | str = 4096,
+        pad_to_multiple: int | str = AUTO,
         max_len: int = 1024,
         num_workers: int = 0,
         seed: int = 0,
@@ -107,6 +110,9 @@ class TranslationDataModule(pl.LightningDataModule):
         self.tokenizer_path = tokenizer_path
         self.max_tokens, self.max_len = max_tokens, max_len
         self.train_max_tokens: int | None = None if max_tokens == AUTO else int(max_tokens)
+        if isinstance(pad_to_multiple, str) and pad_to_multiple != AUTO:
+            raise ValueError(f"data.pad_to_multiple must be a positive integer or {AUTO!r}, got {pad_to_multiple!r}")
+        self.pad_to_multiple = pad_to_multiple
         self.num_workers, self.seed = num_workers, seed
         self.tokenizer: SubwordTokenizer | None = None
         self.cache_dir = cache_dir
@@ -224,14 +230,22 @@ class TranslationDataModule(pl.LightningDataModule):
             seed=self.seed,
             num_replicas=world_size,
             rank=rank,
+            multiple=self.padding_multiple(),
         )
         return DataLoader(
             examples,
             batch_sampler=sampler,
-            collate_fn=Collator(self.tokenizer.pad_id),
+            collate_fn=Collator(self.tokenizer.pad_id, self.padding_multiple(), self.max_len),
             num_workers=self.num_workers,
             persistent_workers=self.num_workers > 0,
         )
+
+    def padding_multiple(self) -> int:
+        """``pad_to_multiple``, with ``auto`` resolved by the attached trainer's device."""
+        if self.pad_to_multiple != AUTO:
+            return int(self.pad_to_multiple)
+        on_gpu = self.trainer is not None and self.trainer.strategy.root_device.type == "cuda"
+        return 8 if on_gpu else 1
 
     def resolve_max_tokens(self) -> int:
         """The training batches' token budget: ``max_tokens``, or for ``auto`` the choice of
@@ -243,7 +257,7 @@ class TranslationDataModule(pl.LightningDataModule):
                 return STEPS_ONLY_TOKENS
             assert self.tokenizer is not None
             examples = self.examples["train"]
-            collate = Collator(self.tokenizer.pad_id)
+            collate = Collator(self.tokenizer.pad_id, self.padding_multiple(), self.max_len)
             self.train_max_tokens = auto_max_tokens(
                 trainer,
                 trainer.lightning_module,

@@ -126,3 +126,38 @@ def test_two_ddp_processes_share_one_prepared_tokenizer(tmp_path: Path) -> None:
     shared = Path(prepared_lines[0]) / "tokenizer.json"
     assert (run_dir / "checkpoints" / "tokenizer.json").read_bytes() == shared.read_bytes()
     assert os.path.isfile(run_dir / "metrics.json")
+
+
+def shapes_of_an_epoch(tmp_path: Path, multiple: int) -> list[tuple[tuple[int, ...], tuple[int, ...]]]:
+    rng = np.random.default_rng(0)
+    lines = []
+    for _ in range(3000):
+        length = int(rng.integers(1, 60))
+        lines.append(" ".join(rng.choice(list("abcdefgh"), length)) + "\t" + " ".join(rng.choice(list("abcdefgh"), length)))
+    path = write_lines(tmp_path / f"random{multiple}.tsv", lines)
+    data = files_data(path, tmp_path / "cache", max_tokens=1024, max_len=64, pad_to_multiple=multiple)
+    data.setup("fit")
+    return [(tuple(b["source"].shape), tuple(b["target"].shape)) for b in data.train_dataloader()]
+
+
+def test_gpu_batches_are_padded_to_multiples_of_8_in_few_shapes(tmp_path: Path) -> None:
+    import torch
+
+    padded, plain = shapes_of_an_epoch(tmp_path, 8), shapes_of_an_epoch(tmp_path, 1)
+    assert all(source[1] % 8 == 0 and (target[1] - 1) % 8 == 0 for source, target in padded)
+    assert all(source[0] * source[1] <= 1024 for source, _ in padded)  # the budget counts the padding
+    assert len(set(padded)) <= 40 < len(set(plain))
+    # A step compiled for static shapes (as CUDA graphs need) compiles once per shape, no more.
+    from torch._dynamo.utils import counters
+
+    torch._dynamo.reset()
+    counters.clear()
+    embed = torch.nn.Embedding(300, 8)
+    step = torch.compile(lambda s, t: embed(s).sum() + embed(t[:, :-1]).sum(), backend="eager", dynamic=False)
+    generator = torch.Generator().manual_seed(0)
+    with torch._dynamo.config.patch(cache_size_limit=64):
+        for source_shape, target_shape in padded:
+            source = torch.randint(0, 300, source_shape, generator=generator)
+            step(source, torch.randint(0, 300, target_shape, generator=generator))
+    assert counters["stats"]["unique_graphs"] == len(set(padded))
+    torch._dynamo.reset()

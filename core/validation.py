@@ -124,7 +124,7 @@ RULES: tuple[Rule, ...] = (
     Rule(("module.lr", "module.eps"), POSITIVE),
     Rule(("module.weight_decay", "module.length_penalty"), NON_NEGATIVE),
     Rule(("module.mixup_alpha", "module.cutmix_alpha"), or_auto(NON_NEGATIVE)),
-    Rule(("module.warmup_steps",), NON_NEGATIVE_INT),
+    Rule(("module.warmup_steps",), POSITIVE_INT),  # the inverse square root divides by it
     Rule(("module.warmup_epochs",), NON_NEGATIVE),
     Rule(("module.label_smoothing",), FRACTION),
     Rule(("module.min_lr_ratio", "module.cooldown_fraction", "module.mixup_prob", "module.mixup_switch_prob"), PROBABILITY),
@@ -142,11 +142,12 @@ RULES: tuple[Rule, ...] = (
     Rule(("model.dropout", "model.attn_dropout"), FRACTION),
     Rule(("model.drop_path",), or_auto(FRACTION)),
     Rule(
-        ("data.batch_size", "data.vocab_size", "data.repeat", "data.num_classes",
+        ("data.batch_size", "data.repeat", "data.num_classes",
          "data.train_size", "data.test_size"),
         POSITIVE_INT,
     ),
     Rule(("data.max_tokens", "data.pad_to_multiple"), or_auto(POSITIVE_INT)),
+    Rule(("data.vocab_size",), whole(260)),  # byte-level BPE: 256 byte symbols and 4 special tokens
     Rule(("data.min_frequency", "data.join_words"), NON_NEGATIVE_INT),
     Rule(("data.num_workers",), optional(NON_NEGATIVE_INT)),
     Rule(("data.max_train_pairs",), optional(POSITIVE_INT)),

@@ -48,7 +48,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser = ArgumentParser(prog="python -m nlp.translate", description=__doc__.splitlines()[0])
     parser.add_argument("checkpoint", help="a .ckpt file written by python -m nlp.train")
     parser.add_argument("--text", action="append", help="a sentence to translate (repeatable); default: stdin lines")
-    parser.add_argument("--beam", type=positive_int, default=4, help="beam size; 1 decodes greedily (default: 4)")
+    parser.add_argument(
+        "--beam", type=positive_int, default=None, help="beam size; 1 decodes greedily (default: the checkpoint's beam_size)"
+    )
     parser.add_argument(
         "--max-len", type=positive_int, default=None, help="most tokens per translation (default: the checkpoint's rule)"
     )
@@ -90,6 +92,8 @@ def main(argv: list[str] | None = None) -> None:
     if args.max_len is not None and args.max_len > translator.net.max_len:
         raise InputError(f"--max-len must be in 1..{translator.net.max_len} (the model's max_len), got {args.max_len}")
     check_layer(translator, args.attention_layer)
+    if args.beam is None:
+        args.beam = translator.hparams.beam_size  # as nlp.evaluate: the decoding the run was tested with
     if args.attention is not None:
         write_attention(translator, args)
         return

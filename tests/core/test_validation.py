@@ -73,11 +73,14 @@ def test_every_shipped_preset_passes(local_data: dict[str, tuple[str, ...]]) -> 
         ("vision", ["callbacks.periodic_checkpoint.every_n_train_steps=0"], "every_n_train_steps must be a whole number"),
         ("nlp", ["data=files"], "data=files needs data.train=PATH"),
         ("nlp", ["data=files", "data.train=/no.tsv", "data.val=/no.tsv"], "data.train=/no.tsv is neither a file nor a prefix"),
-        ("nlp", ["data.max_tokens=-5"], "data.max_tokens must be a whole number of at least 1, got -5"),
+        ("nlp", ["data.max_tokens=-5"], "data.max_tokens must be a whole number of at least 1, or auto, got -5"),
         ("nlp", ["model.activation=tanh"], "model.activation must be one of relu, gelu"),
         ("nlp", ["module.betas=[0.9,1.5]"], r"module.betas must be two numbers in \[0, 1\)"),
         ("nlp", ["data.corpus=web"], "data.corpus must be one of toy, files, hf"),
         ("nlp", ["model.max_len=1"], "model.max_len must be a whole number of at least 2"),
+        ("nlp", ["data.vocab_size=100"], "data.vocab_size must be a whole number of at least 260, got 100"),
+        ("nlp", ["module.warmup_steps=0"], "module.warmup_steps must be a whole number of at least 1, got 0"),
+        ("nlp", ["data.max_tokens=lots"], "data.max_tokens must be a whole number of at least 1, or auto, got 'lots'"),
     ],
 )
 def test_bad_values_name_the_key_and_the_fix(head: str, overrides: list[str], message: str) -> None:

@@ -25,6 +25,7 @@ from core.budget import TrainingBudget
 from core.checkpoint import load_checkpoint
 from core.checkpointing import AtomicCheckpointIO
 from core.errors import InputError
+from core.preemption import PreemptionCheckpoint, fit_or_preempt
 from core.validation import validate_config
 
 log = logging.getLogger(__name__)
@@ -105,7 +106,9 @@ def train(cfg: DictConfig) -> float | None:
     built from what the data defines (classes, tokenizer); instantiate callbacks, loggers and the
     Trainer from ``cfg.callbacks``, ``cfg.logger`` and ``cfg.trainer``, with
     :class:`core.budget.TrainingBudget` (``cfg.budget``) laying the learning-rate schedule over
-    the run's budget and validating the final weights when a budget ends it; optionally compile the
+    the run's budget and validating the final weights when a budget ends it, and
+    :class:`core.preemption.PreemptionCheckpoint` saving the current step on SIGTERM (the process
+    then exits with status 143); optionally compile the
     network (``compile: true``, ``torch.compile`` keyword arguments in ``compile_options``); fit
     (resuming from ``cfg.ckpt_path``); validate once more if training stopped before any
     validation; test the best checkpoint, or the final weights when none was saved.
@@ -126,9 +129,10 @@ def train(cfg: DictConfig) -> float | None:
     check_model_target(cfg, module.net)
 
     budget = TrainingBudget(**(cfg.get("budget") or {}))
+    preemption = PreemptionCheckpoint(output_dir / "checkpoints")
     trainer: pl.Trainer = instantiate(
         cfg.trainer,
-        callbacks=[*build_list(cfg.get("callbacks")), budget],
+        callbacks=[*build_list(cfg.get("callbacks")), budget, preemption],
         logger=build_list(cfg.get("logger")) or False,
         plugins=[AtomicCheckpointIO()],
         _convert_="all",  # plain dicts for Lightning, e.g. trainer.max_time={minutes: 10}
@@ -137,7 +141,7 @@ def train(cfg: DictConfig) -> float | None:
         module.net.compile(**(cfg.get("compile_options") or {}))  # in place: state-dict keys unchanged
 
     start = time.perf_counter()
-    trainer.fit(module, datamodule=datamodule, ckpt_path=ckpt_path, weights_only=True)
+    fit_or_preempt(trainer, preemption, model=module, datamodule=datamodule, ckpt_path=ckpt_path, weights_only=True)
     metrics = scalar_metrics(trainer.callback_metrics)
     metrics["fit_seconds"] = time.perf_counter() - start
     metrics["optimizer_steps"] = trainer.global_step

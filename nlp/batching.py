@@ -9,12 +9,13 @@ alike, and the budget counts the padded lengths: an epoch then yields a few doze
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from typing import Any
 
 import numpy as np
 import torch
 from torch import Tensor
-from torch.utils.data import Sampler
+from torch.utils.data import DataLoader, Sampler
 
 Example = tuple[Sequence[int], Sequence[int]]  # (source ids, target ids): lists or numpy arrays
 
@@ -80,10 +81,15 @@ class TokenBudgetBatchSampler(Sampler[list[int]]):
         self.rank = rank
         self.epoch = 0
         self.cached: tuple[int, list[np.ndarray]] | None = None
+        self.resume: tuple[int, int] | None = None  # (epoch, batches of it already trained)
 
     def set_epoch(self, epoch: int) -> None:
         """Select the shuffling of ``epoch`` (the same on every rank)."""
         self.epoch = epoch
+
+    def resume_at(self, epoch: int, batches_done: int) -> None:
+        """Start ``epoch`` after its first ``batches_done`` batches (a run resumed mid-epoch)."""
+        self.resume = (epoch, batches_done)
 
     def batches(self) -> list[np.ndarray]:
         """All batches of this epoch for this rank (computed once per epoch)."""
@@ -103,7 +109,13 @@ class TokenBudgetBatchSampler(Sampler[list[int]]):
         return self.cached[1]
 
     def __iter__(self) -> Iterator[list[int]]:
-        return (batch.tolist() for batch in self.batches())
+        # A generator: the epoch is read at the first batch, after Lightning's set_epoch (it may
+        # create the iterator before setting the epoch of a resumed run).
+        skip = 0
+        if self.resume is not None and self.resume[0] == self.epoch:
+            skip, self.resume = self.resume[1], None
+        for batch in self.batches()[skip:]:
+            yield batch.tolist()
 
     def __len__(self) -> int:
         return len(self.batches())
@@ -151,3 +163,22 @@ class Collator:
             "source": pad_batch(sources, self.pad_id, self.multiple, limit=self.max_len),
             "target": pad_batch(targets, self.pad_id, self.multiple, extra=1, limit=self.max_len),
         }
+
+
+class ResumableLoader(DataLoader):
+    """A ``DataLoader`` over a :class:`TokenBudgetBatchSampler` whose checkpointed state is its
+    position in the epoch: ``position()`` gives (epoch, batches trained), and loading it makes the
+    sampler skip those batches, so a run resumed mid-epoch neither repeats nor skips a batch
+    (Lightning saves and loads this state with the fit loop's)."""
+
+    def __init__(self, *args: Any, position: Callable[[], tuple[int, int]], **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.position = position
+
+    def state_dict(self) -> dict[str, int]:
+        epoch, batches = self.position()
+        return {"epoch": epoch, "batches": batches}
+
+    def load_state_dict(self, state_dict: dict[str, int]) -> None:
+        assert isinstance(self.batch_sampler, TokenBudgetBatchSampler)
+        self.batch_sampler.resume_at(state_dict["epoch"], state_dict["batches"])

@@ -11,7 +11,7 @@ import lightning.pytorch as pl
 from torch.utils.data import DataLoader
 
 from nlp.batch_size import AUTO, STEPS_ONLY_TOKENS, auto_max_tokens
-from nlp.batching import Collator, TokenBudgetBatchSampler
+from nlp.batching import Collator, ResumableLoader, TokenBudgetBatchSampler
 from nlp.corpora import Pair, iter_corpus, load_hf_dataset, load_hf_split
 from nlp.gettext import DEFAULT_LOCALE_DIR, read_gettext_corpus
 from core.data_cache import cache_root
@@ -232,13 +232,20 @@ class TranslationDataModule(pl.LightningDataModule):
             rank=rank,
             multiple=self.padding_multiple(),
         )
-        return DataLoader(
-            examples,
+        options: dict[str, Any] = dict(
             batch_sampler=sampler,
             collate_fn=Collator(self.tokenizer.pad_id, self.padding_multiple(), self.max_len),
             num_workers=self.num_workers,
             persistent_workers=self.num_workers > 0,
         )
+        if train and self.trainer is not None:
+            return ResumableLoader(examples, position=self.position_in_epoch, **options)
+        return DataLoader(examples, **options)
+
+    def position_in_epoch(self) -> tuple[int, int]:
+        """The training epoch and how many of its batches this process has trained."""
+        assert self.trainer is not None
+        return self.trainer.current_epoch, self.trainer.fit_loop.epoch_loop.batch_progress.current.processed
 
     def padding_multiple(self) -> int:
         """``pad_to_multiple``, with ``auto`` resolved by the attached trainer's device."""

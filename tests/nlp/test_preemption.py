@@ -1,0 +1,99 @@
+"""Preemption: SIGTERM in the middle of an epoch saves the step, exits with status 143, and the
+resumed run continues exactly where the interrupted one stopped (same batches, same schedule)."""
+
+from __future__ import annotations
+
+import csv
+import os
+import signal
+from pathlib import Path
+from typing import Any
+
+import lightning.pytorch as pl
+import pytest
+
+import core
+from core.preemption import PREEMPTED_EXIT
+from core.runner import train
+from tests.nlp.conftest import nlp_config, reverse_pairs, write_lines
+
+STEPS = 14
+
+
+class SigtermAt(pl.Callback):
+    """Sends this process SIGTERM after optimizer step ``step``, as a scheduler would."""
+
+    def __init__(self, step: int) -> None:
+        self.step = step
+
+    def on_train_batch_end(self, trainer: pl.Trainer, *args: Any) -> None:
+        if trainer.global_step == self.step:
+            os.kill(os.getpid(), signal.SIGTERM)
+
+
+def config(tmp_path: Path, corpus: Path, *overrides: str):  # type: ignore[no-untyped-def]
+    return nlp_config(
+        tmp_path, "data=files", f"data.train={corpus}", f"data.val={corpus}", "data.vocab_size=300",
+        "data.max_tokens=128", "model=transformer_tiny", "model.dropout=0", "trainer.max_epochs=-1",
+        f"trainer.max_steps={STEPS}", "trainer.num_sanity_val_steps=0", "trainer.log_every_n_steps=1",
+        "trainer.limit_val_batches=1", "trainer.limit_test_batches=1", "module.beam_size=1", *overrides,
+    )
+
+
+def losses(run_dir: Path) -> dict[int, float]:
+    """Training loss by optimizer step, from every CSV log of the run directory."""
+    logged: dict[int, float] = {}
+    for path in sorted(run_dir.glob("csv/version_*/metrics.csv")):
+        with path.open() as handle:
+            for row in csv.DictReader(handle):
+                if row.get("train/loss"):
+                    logged[int(row["step"])] = float(row["train/loss"])
+    return logged
+
+
+def test_sigterm_saves_the_step_exits_143_and_resumes_on_the_same_batches(tmp_path: Path) -> None:
+    corpus = write_lines(tmp_path / "pairs.tsv", [f"{s}\t{t}" for s, t in reverse_pairs(120, seed=0)])
+    train(config(tmp_path / "whole", corpus))
+    whole = losses(tmp_path / "whole")
+
+    interrupted = tmp_path / "interrupted"
+    with pytest.raises(SystemExit) as stopped:
+        train(config(interrupted, corpus, "+callbacks.sigterm._target_=tests.nlp.test_preemption.SigtermAt", "+callbacks.sigterm.step=5"))
+    assert stopped.value.code == PREEMPTED_EXIT
+    last = interrupted / "checkpoints" / "last.ckpt"
+    checkpoint = core.load_checkpoint(last)
+    assert checkpoint["global_step"] == 5
+    assert checkpoint["loops"]["fit_loop"]["state_dict"]["combined_loader"] == [{"epoch": 0, "batches": 5}]
+
+    train(config(interrupted, corpus, f"ckpt_path={last}"))
+    resumed = losses(interrupted)
+    assert sorted(resumed) == sorted(whole) and len(whole) >= STEPS - 1
+    for step, loss in whole.items():
+        assert resumed[step] == pytest.approx(loss, abs=1e-5), step
+
+
+@pytest.mark.slow
+def test_the_command_exits_143_with_its_checkpoint_named(tmp_path: Path) -> None:
+    import subprocess
+    import sys
+    import time
+
+    from tests.nlp.conftest import SUBPROCESS_ENV
+
+    command = [
+        sys.executable, "-m", "nlp.train", "data=toy", "model=transformer_tiny", "trainer=cpu", "trainer.max_epochs=100000",
+        "trainer.num_sanity_val_steps=0", "logger=csv", f"hydra.run.dir={tmp_path}",
+    ]
+    root = Path(__file__).resolve().parents[2]
+    log = (tmp_path / "out.log").open("w")
+    process = subprocess.Popen(command, cwd=root, env=SUBPROCESS_ENV, stdout=log, stderr=subprocess.STDOUT)
+    deadline = time.monotonic() + 120
+    while "learning-rate schedule laid over" not in (tmp_path / "out.log").read_text() and time.monotonic() < deadline:
+        time.sleep(0.5)
+    time.sleep(1.0)
+    process.send_signal(signal.SIGTERM)
+    assert process.wait(timeout=120) == PREEMPTED_EXIT
+    output = (tmp_path / "out.log").read_text()
+    assert "preempted (SIGTERM) at step" in output and f"ckpt_path={tmp_path / 'checkpoints' / 'last.ckpt'}" in output
+    assert "Traceback" not in output
+    assert core.load_checkpoint(tmp_path / "checkpoints" / "last.ckpt")["global_step"] > 0

@@ -1,11 +1,46 @@
-"""Writing files so that a reader (or a run resumed after ``kill -9``) never sees half of one."""
+"""Writing files so that a reader (or a run resumed after ``kill -9``) never sees half of one, and a
+write that cannot be done (a full disk, a read-only or foreign directory) ends in one clear error
+rather than a traceback from deep inside the serializer."""
 
 from __future__ import annotations
 
+import errno
 import os
+import shutil
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+
+from core.errors import InputError
+
+NO_SPACE = {errno.ENOSPC, errno.EDQUOT}
+NOT_WRITABLE = {errno.EACCES, errno.EPERM, errno.EROFS}
+FULL_BELOW = 1 << 20  # bytes free under which a serializer's failure is taken for a full disk
+
+
+def megabytes(count: int) -> str:
+    return f"{count / 1e6:.1f} MB"
+
+
+def write_error(path: Path, error: BaseException, written: int) -> InputError | None:
+    """The one-line error for a failed write of ``path`` (``written`` bytes of it were written),
+    or None when the failure is not about the place written to. torch's zip writer reports a full
+    disk as a ``RuntimeError`` ("unexpected pos"), so any failure with less than 1 MiB left on the
+    file system counts as one."""
+    directory = next((parent for parent in (path.parent, *path.parents) if parent.exists()), Path("/"))
+    code = getattr(error, "errno", None)
+    if code in NOT_WRITABLE:
+        return InputError(
+            f"cannot write {path}: {os.strerror(code)}; choose a writable directory (e.g. hydra.run.dir=...) "
+            "or fix its permissions"
+        )
+    free = shutil.disk_usage(directory).free
+    if code in NO_SPACE or (isinstance(error, (OSError, RuntimeError)) and free < FULL_BELOW):
+        return InputError(
+            f"cannot write {path}: no space left on its file system ({megabytes(free)} free, the write had reached "
+            f"{megabytes(written)}); free some space there or write elsewhere (e.g. hydra.run.dir=... on a larger disk)"
+        )
+    return None
 
 
 @contextmanager
@@ -14,15 +49,24 @@ def atomic_path(path: str | Path) -> Iterator[Path]:
     replaces ``path`` when the block succeeds and is removed when it fails.
 
     The rename is atomic on one file system, so ``path`` holds the previous content or the new
-    one, never part of it; the data is flushed to disk before the rename.
+    one, never part of it; the data is flushed to disk before the rename. A write that fails for
+    want of space or permission raises :class:`InputError` saying which (:func:`write_error`);
+    the previous ``path`` is left as it was.
     """
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f".{path.stem}.{os.getpid()}.tmp{path.suffix}")
     try:
+        path.parent.mkdir(parents=True, exist_ok=True)
         yield tmp
         with tmp.open("rb") as file:
             os.fsync(file.fileno())
         os.replace(tmp, path)
+    except (OSError, RuntimeError) as error:
+        # Measured before the temporary file is removed, which frees its space again.
+        clear = write_error(path, error, tmp.stat().st_size if tmp.exists() else 0)
+        tmp.unlink(missing_ok=True)
+        if clear is None:
+            raise
+        raise clear from None
     finally:
         tmp.unlink(missing_ok=True)

@@ -128,8 +128,11 @@ def hydra_app(config_name: str) -> Callable[[Callable[[Any], T]], Callable[[], T
     OmegaConf.register_new_resolver("launch_stamp", launch_stamp, replace=True)  # hydra.run.dir of the train configs
 
     def decorate(task: Callable[[Any], T]) -> Callable[[], T | None]:
+        started: list[bool] = []
+
         @functools.wraps(task)
         def guarded_task(cfg: Any) -> T:
+            started.append(True)
             # Caught here, before Hydra adds its "Error executing job" line.
             try:
                 return task(cfg)
@@ -160,6 +163,14 @@ def hydra_app(config_name: str) -> Callable[[Callable[[Any], T]], Callable[[], T
                 cause = error.__cause__ or error.__context__
                 detail = f" ({str(cause).splitlines()[0]})" if isinstance(cause, OmegaConfBaseException) else ""
                 fail(f"{str(error).splitlines()[0]}{detail}; see --help or --cfg job for the configuration")
+            except OSError as error:
+                if started:
+                    raise
+                # Hydra could not make or write the run directory, before the task began.
+                fail(
+                    f"cannot write the run directory {error.filename or ''}: {error.strerror}; set hydra.run.dir "
+                    "to a writable directory with free space"
+                )
             finally:
                 os.environ.pop("HYDRA_FULL_ERROR", None)
 

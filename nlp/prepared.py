@@ -38,6 +38,8 @@ import numpy as np
 from filelock import FileLock
 from torch.utils.data import Dataset
 
+from core.atomic import write_error
+from core.errors import InputError
 from nlp.corpora import Pair
 from nlp.encoding import encode_sources, encode_targets
 from nlp.tokenizer import SubwordTokenizer, train_tokenizer
@@ -131,6 +133,11 @@ def build(
             meta["splits"][split] = write_split(staging, split, pairs(), tokenizer, max_len, dtype)
         (staging / "meta.json").write_text(json.dumps(meta, indent=2))
         os.replace(staging, directory)
+    except (OSError, RuntimeError) as error:
+        clear = write_error(staging, error, sum(f.stat().st_size for f in staging.iterdir()) if staging.is_dir() else 0)
+        if clear is None:
+            raise
+        raise InputError(f"{clear} (the data cache: data.cache_dir)") from None
     finally:
         shutil.rmtree(staging, ignore_errors=True)
 

@@ -13,6 +13,8 @@ from pathlib import Path
 
 from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
 
+from core.atomic import atomic_path
+
 PAD, BOS, EOS, UNK = "<pad>", "<s>", "</s>", "<unk>"
 SPECIAL_TOKENS = [PAD, BOS, EOS, UNK]
 
@@ -49,8 +51,10 @@ class SubwordTokenizer:
         return self.tokenizer.to_str()
 
     def save(self, path: str | Path) -> None:
-        """Write the tokenizer as ``tokenizer.json``, readable by :meth:`from_file`."""
-        self.tokenizer.save(str(path))
+        """Write the tokenizer as ``tokenizer.json``, readable by :meth:`from_file` (atomically: a
+        reader never sees half of it, and a full disk is one clear error)."""
+        with atomic_path(path) as tmp:
+            self.tokenizer.save(str(tmp))
 
     @property
     def vocab_size(self) -> int:

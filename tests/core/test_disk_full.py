@@ -1,0 +1,85 @@
+"""A write that cannot be done (full disk, no permission) ends in one clear error; the previous
+file stays whole and no temporary file is left behind."""
+
+from __future__ import annotations
+
+import errno
+import shutil
+import subprocess
+import sys
+import uuid
+from collections import namedtuple
+from pathlib import Path
+
+import pytest
+import torch
+
+from core import atomic
+from core.atomic import atomic_path
+from core.checkpointing import AtomicCheckpointIO
+from core.errors import InputError
+
+ROOT = Path(__file__).resolve().parents[2]
+Usage = namedtuple("Usage", "total used free")
+
+
+def test_a_full_disk_during_a_checkpoint_keeps_the_last_good_one(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    io = AtomicCheckpointIO()
+    target = tmp_path / "last.ckpt"
+    io.save_checkpoint({"step": 1, "w": torch.ones(3)}, target)
+
+    def fills_the_disk(obj: object, file) -> None:  # type: ignore[no-untyped-def]
+        file.write(b"x" * 1000)
+        raise RuntimeError("[enforce fail at inline_container.cc:672] . unexpected pos 1464960 vs 1464912")
+
+    monkeypatch.setattr(torch, "save", fills_the_disk)
+    monkeypatch.setattr(atomic.shutil, "disk_usage", lambda path: Usage(2_000_000, 1_990_000, 10_000))
+    with pytest.raises(InputError, match=r"cannot write .*last.ckpt: no space left on its file system \(0.0 MB free"):
+        io.save_checkpoint({"step": 2, "w": torch.zeros(3)}, target)
+    monkeypatch.undo()
+    assert torch.load(target, weights_only=True)["step"] == 1
+    assert [path.name for path in tmp_path.iterdir()] == ["last.ckpt"]
+
+
+@pytest.mark.parametrize(("code", "words"), [(errno.ENOSPC, "no space left"), (errno.EACCES, "Permission denied")])
+def test_os_errors_name_the_file_and_the_fix(tmp_path: Path, code: int, words: str) -> None:
+    with pytest.raises(InputError, match=f"cannot write {tmp_path / 'metrics.json'}: {words}"):
+        with atomic_path(tmp_path / "metrics.json") as tmp:
+            tmp.write_text("{")
+            raise OSError(code, "simulated")
+    assert not list(tmp_path.iterdir())
+
+
+def test_other_failures_keep_their_traceback(tmp_path: Path) -> None:
+    with pytest.raises(RuntimeError, match="a bug"):
+        with atomic_path(tmp_path / "out.bin"):
+            raise RuntimeError("a bug")
+
+
+@pytest.fixture()
+def tiny_filesystem(tmp_path: Path):  # type: ignore[no-untyped-def]
+    mount = tmp_path / f"fs-{uuid.uuid4().hex[:8]}"
+    mount.mkdir()
+    if shutil.which("mount") is None or subprocess.run(
+        ["mount", "-t", "tmpfs", "-o", "size=2m", "tmpfs", str(mount)], capture_output=True
+    ).returncode:
+        pytest.skip("mounting a 2 MB tmpfs needs root")
+    yield mount
+    subprocess.run(["umount", str(mount)], check=False)
+
+
+@pytest.mark.slow
+def test_training_onto_a_full_disk_is_one_error_line(tiny_filesystem: Path) -> None:
+    from tests.nlp.conftest import SUBPROCESS_ENV
+
+    run_dir = tiny_filesystem / "run"
+    command = [
+        sys.executable, "-m", "nlp.train", "data=toy", "model=transformer_mini", "trainer=cpu", "trainer.max_steps=2",
+        "trainer.max_epochs=-1", "trainer.num_sanity_val_steps=0", "logger=csv", f"hydra.run.dir={run_dir}",
+    ]
+    result = subprocess.run(command, cwd=ROOT, env=SUBPROCESS_ENV, capture_output=True, text=True, timeout=300)
+    assert result.returncode == 2, result.stderr[-2000:]
+    errors = [line for line in result.stderr.splitlines() if line.startswith("error:")]
+    assert len(errors) == 1 and "no space left on its file system" in errors[0] and "hydra.run.dir" in errors[0]
+    assert "Traceback" not in result.stderr
+    assert not [path for path in run_dir.rglob(".*tmp*")]

@@ -25,7 +25,7 @@ from core.budget import TrainingBudget
 from core.checkpoint import load_checkpoint
 from core.checkpointing import AtomicCheckpointIO
 from core.errors import InputError
-from core.preemption import PreemptionCheckpoint, fit_or_preempt
+from core.faults import PreemptionCheckpoint, fit_or_preempt, run_directory_claimed
 from core.validation import validate_config
 
 log = logging.getLogger(__name__)
@@ -102,12 +102,13 @@ def train(cfg: DictConfig) -> float | None:
     Hyperparameters reach the module and datamodule as plain dicts and lists (``_convert_``), so
     checkpoints hold no OmegaConf objects and load with ``weights_only=True``.
 
-    Steps: seed everything; instantiate the datamodule and prepare it, so that the module can be
+    Steps: claim the run directory (a second run started on it while this one goes is refused);
+    seed everything; instantiate the datamodule and prepare it, so that the module can be
     built from what the data defines (classes, tokenizer); instantiate callbacks, loggers and the
     Trainer from ``cfg.callbacks``, ``cfg.logger`` and ``cfg.trainer``, with
     :class:`core.budget.TrainingBudget` (``cfg.budget``) laying the learning-rate schedule over
     the run's budget and validating the final weights when a budget ends it, and
-    :class:`core.preemption.PreemptionCheckpoint` saving the current step on SIGTERM (the process
+    :class:`core.faults.PreemptionCheckpoint` saving the current step on SIGTERM (the process
     then exits with status 143); optionally compile the
     network (``compile: true``, ``torch.compile`` keyword arguments in ``compile_options``); fit
     (resuming from ``cfg.ckpt_path``); validate once more if training stopped before any
@@ -118,6 +119,12 @@ def train(cfg: DictConfig) -> float | None:
     if ckpt_path:
         load_checkpoint(ckpt_path)  # refuses a checkpoint that is not plain data, with a clear error
     output_dir = Path(cfg.paths.output_dir)
+    with run_directory_claimed(output_dir):  # one run at a time in a directory
+        return fit_and_test(cfg, output_dir, ckpt_path)
+
+
+def fit_and_test(cfg: DictConfig, output_dir: Path, ckpt_path: str | None) -> float | None:
+    """The steps of :func:`train` after the config is checked and the run directory claimed."""
     pl.seed_everything(cfg.seed, workers=True, verbose=False)
 
     datamodule: pl.LightningDataModule = instantiate(cfg.data, _convert_="all")

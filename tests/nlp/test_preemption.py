@@ -13,7 +13,7 @@ import lightning.pytorch as pl
 import pytest
 
 import core
-from core.preemption import PREEMPTED_EXIT
+from core.faults import PREEMPTED_EXIT
 from core.runner import train
 from tests.nlp.conftest import nlp_config, reverse_pairs, write_lines
 

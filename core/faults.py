@@ -1,4 +1,5 @@
-"""Preemption: a run told to stop saves where it is and says so.
+"""Faults of a shared cluster: a run told to stop (preemption) saves where it is and says so, and
+a process that fails under DDP ends the whole job rather than leave the others waiting.
 
 SLURM, Kubernetes and spot instances send SIGTERM some seconds before they kill a job. Lightning
 notes the signal and ends the fit at the next step boundary (on every rank) by raising
@@ -15,12 +16,20 @@ it saves and requeues the job, which resumes from that checkpoint by itself.
 from __future__ import annotations
 
 import logging
+import os
+import signal
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 import lightning.pytorch as pl
+from filelock import FileLock, Timeout
+from lightning.pytorch.strategies.launchers.subprocess_script import _SubprocessScriptLauncher
 from lightning.pytorch.trainer.states import TrainerFn
 from lightning.pytorch.utilities.exceptions import SIGTERMException
+
+from core.errors import InputError
 
 log = logging.getLogger(__name__)
 
@@ -57,8 +66,50 @@ class PreemptionCheckpoint(pl.Callback):
 
 
 def fit_or_preempt(trainer: pl.Trainer, callback: PreemptionCheckpoint, **fit_kwargs: Any) -> None:
-    """``trainer.fit(**fit_kwargs)``; on SIGTERM, :class:`Preempted` once the checkpoint is saved."""
+    """``trainer.fit(**fit_kwargs)``; on SIGTERM, :class:`Preempted` once the checkpoint is saved.
+
+    When the fit fails in the process that launched the others (Lightning's own DDP launcher),
+    those are killed before the error is raised: they would otherwise wait in their next
+    collective until its timeout (30 minutes by default). A failing child is Lightning's to
+    handle (its process observer kills every process), and torchrun's agent ends every worker of
+    a job when one fails."""
     try:
         trainer.fit(**fit_kwargs)
     except SIGTERMException:
         raise Preempted(callback.saved, trainer.global_step) from None
+    except BaseException:
+        launcher = trainer.strategy.launcher
+        if isinstance(launcher, _SubprocessScriptLauncher) and launcher.procs:
+            log.error("the fit failed in rank 0: stopping the other processes")
+            launcher.kill(signal.SIGKILL)
+        raise
+
+
+def launching_process() -> bool:
+    """Whether this process is the first of its job (global rank 0 as the launch environment
+    says: torchrun's ``RANK``, SLURM's ``SLURM_PROCID``, Lightning's ``LOCAL_RANK`` / ``NODE_RANK``),
+    which alone claims the run directory."""
+    return all(os.environ.get(name, "0") == "0" for name in ("RANK", "SLURM_PROCID", "LOCAL_RANK", "NODE_RANK"))
+
+
+@contextmanager
+def run_directory_claimed(output_dir: Path) -> Iterator[None]:
+    """Hold ``output_dir/.run.lock`` for the run, so that a second run started on the same
+    directory (a job launched twice) is refused at once instead of writing the same
+    ``last.ckpt``; the other processes of this job do not claim it."""
+    if not launching_process():
+        yield
+        return
+    output_dir.mkdir(parents=True, exist_ok=True)
+    lock = FileLock(str(output_dir / ".run.lock"))
+    try:
+        lock.acquire(timeout=0)
+    except Timeout:
+        raise InputError(
+            f"{output_dir} is in use by another run that is still going; wait for it to end (then resume with "
+            f"ckpt_path={output_dir / 'checkpoints' / 'last.ckpt'}) or choose another hydra.run.dir"
+        ) from None
+    try:
+        yield
+    finally:
+        lock.release()

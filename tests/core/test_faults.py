@@ -1,0 +1,67 @@
+"""Faults under DDP and on a shared run directory: a failing rank ends the whole job quickly with
+its error, and a second run on a directory in use is refused."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import lightning.pytorch as pl
+import pytest
+
+from core.errors import InputError
+from core.runner import train
+from tests.core.test_runner import tiny_config
+from tests.nlp.conftest import SUBPROCESS_ENV, reverse_pairs, write_lines
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+class RaiseOnRank(pl.Callback):
+    """Fails in process ``rank`` after optimizer step ``step``, as a bad node or a bug would."""
+
+    def __init__(self, rank: int, step: int) -> None:
+        self.rank, self.step = rank, step
+
+    def on_train_batch_end(self, trainer: pl.Trainer, *args: Any) -> None:
+        if trainer.global_rank == self.rank and trainer.global_step == self.step:
+            raise RuntimeError(f"rank {self.rank} failed on purpose at step {self.step}")
+
+
+def test_a_second_run_on_a_directory_in_use_is_refused(tmp_path: Path) -> None:
+    holder = subprocess.Popen(
+        [sys.executable, "-c", "import sys, time; from filelock import FileLock; "
+         "lock = FileLock(sys.argv[1]); lock.acquire(); print('held', flush=True); time.sleep(60)", str(tmp_path / ".run.lock")],
+        stdout=subprocess.PIPE, text=True,
+    )
+    try:
+        assert holder.stdout is not None and holder.stdout.readline().strip() == "held"
+        with pytest.raises(InputError, match=f"{tmp_path} is in use by another run.*ckpt_path=.*last.ckpt"):
+            train(tiny_config(tmp_path, "trainer.max_steps=1"))
+    finally:
+        holder.kill()
+        holder.wait()
+    train(tiny_config(tmp_path, "trainer.max_steps=1"))  # free again: the run goes ahead
+    assert (tmp_path / "metrics.json").is_file()
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("rank", [0, 1])
+def test_a_failing_rank_ends_the_ddp_job_with_its_error(tmp_path: Path, rank: int) -> None:
+    corpus = write_lines(tmp_path / "pairs.tsv", [f"{s}\t{t}" for s, t in reverse_pairs(200, seed=0)])
+    command = [
+        sys.executable, "-m", "nlp.train", "data=files", f"data.train={corpus}", f"data.val={corpus}",
+        "data.vocab_size=300", "data.max_tokens=64", "model=transformer_tiny", "trainer=ddp", "trainer.accelerator=cpu",
+        "trainer.max_epochs=1000", "trainer.num_sanity_val_steps=0", "logger=csv", f"hydra.run.dir={tmp_path / 'run'}",
+        "+callbacks.fail._target_=tests.core.test_faults.RaiseOnRank", f"+callbacks.fail.rank={rank}",
+        "+callbacks.fail.step=3",
+    ]
+    start = time.monotonic()
+    result = subprocess.run(command, cwd=ROOT, env=SUBPROCESS_ENV, capture_output=True, text=True, timeout=300)
+    elapsed = time.monotonic() - start
+    assert result.returncode != 0
+    assert f"rank {rank} failed on purpose at step 3" in result.stdout + result.stderr
+    assert elapsed < 120  # not the 30-minute collective timeout

@@ -186,6 +186,8 @@ class EncodedSplit(Dataset[Example]):
         return self.pairs * self.repeat
 
     def __getitem__(self, index: int) -> Example:
+        if not -len(self) <= index < len(self):
+            raise IndexError(f"item {index} of a split of {len(self)}")
         index = int(index) % self.pairs
         (src_start, tgt_start), (src_end, tgt_end) = self.offsets[index], self.offsets[index + 1]
         sources, targets = self.mapped()

@@ -79,6 +79,7 @@ def test_splits_are_uint16_memory_maps_that_pickle_as_a_path(tmp_path: Path) -> 
     assert isinstance(source, np.memmap) and source.dtype == np.uint16 and target.dtype == np.uint16
     assert token_dtype(70_000) == np.int32
     assert len(pickle.dumps(split)) < 1_000  # a worker or a spawned rank maps the files itself
+    assert len(list(split)) == 60  # iterates as a sequence: item 60 is an IndexError
     clone: EncodedSplit = pickle.loads(pickle.dumps(split))
     assert clone.tokens is None and np.array_equal(clone[3][0], source)
     directory = Path(split.directory)

@@ -202,6 +202,17 @@ def append_line(result: Mapping[str, Any], append: Path | None) -> None:
             handle.write(json.dumps(result) + "\n")
 
 
+def table_result(
+    benchmark: str, env: Mapping[str, Any], rows: list[dict[str, Any]], table: str, append: Path | None, **extra: Any
+) -> dict[str, Any]:
+    """The result of a script that reports a table (quality, scale): ``{"benchmark", "env", **extra,
+    "rows"}``, the Markdown ``table`` printed and the result appended as one JSON line."""
+    output = {"benchmark": benchmark, "env": dict(env), **extra, "rows": rows}
+    print(table)
+    append_line(output, append)
+    return output
+
+
 def emit(result: Mapping[str, Any], append: Path | None) -> None:
     """Print ``result`` as one JSON object; with ``append``, also add it as one line to that file."""
     print(json.dumps(result, indent=2))

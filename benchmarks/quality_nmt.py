@@ -56,7 +56,7 @@ from sacrebleu.metrics import BLEU, CHRF
 from torch import Tensor, nn
 
 import core
-from benchmarks.common import append_line, environment, run_training_cli
+from benchmarks.common import environment, run_training_cli, table_result
 from nlp.batching import Example, pad_batch
 from nlp.datamodule import TranslationDataModule
 from nlp.decoding import length_limits, repetition_rate
@@ -355,15 +355,9 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
             plain = run_plain(seconds, datamodule, model_cfg, device)
             rows += [{"corpus": name, "minutes": minutes, "contender": "nlp.train (transformer_mini)", **cli}]
             rows += [{"corpus": name, "minutes": minutes, "contender": "plain nn.Transformer loop", **plain}]
-    output = {
-        "benchmark": "quality_nmt",
-        "env": environment(device, args.threads, " ".join(["python -m benchmarks.quality_nmt", *argv])),
-        "settings": {"corpora": settings, "plain_loop": asdict(PLAIN_LOOP)},
-        "rows": rows,
-    }
-    print(markdown(rows))
-    append_line(output, args.append)
-    return output
+    env = environment(device, args.threads, " ".join(["python -m benchmarks.quality_nmt", *argv]))
+    settings_used = {"corpora": settings, "plain_loop": asdict(PLAIN_LOOP)}
+    return table_result("quality_nmt", env, rows, markdown(rows), args.append, settings=settings_used)
 
 
 if __name__ == "__main__":

@@ -44,7 +44,7 @@ from torchvision import transforms as T
 from torchvision.datasets import ImageFolder
 
 from benchmarks import digits_data
-from benchmarks.common import append_line, environment, run_training_cli
+from benchmarks.common import environment, run_training_cli, table_result
 from vision.datamodule import usable_cpus
 from vision.folder import ImageFolderDataModule
 
@@ -208,20 +208,12 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
             )
             rows.append({"data": name, "epochs": epochs, "contender": "vision.train defaults", **cli})
             rows.append({"data": name, "epochs": epochs, "contender": "plain timm loop", **plain})
-    output = {
-        "benchmark": "quality_vision",
-        "env": environment(
-            device, args.threads, " ".join(["python -m benchmarks.quality_vision", *argv]), timm=timm.__version__
-        ),
-        "settings": {
-            "cli_overrides": overrides, "batch_size": cfg.data.batch_size, "model": model,
-            "plain_loop": asdict(PLAIN_LOOP), "images": counts,
-        },
-        "rows": rows,
+    env = environment(device, args.threads, " ".join(["python -m benchmarks.quality_vision", *argv]), timm=timm.__version__)
+    settings = {
+        "cli_overrides": overrides, "batch_size": cfg.data.batch_size, "model": model,
+        "plain_loop": asdict(PLAIN_LOOP), "images": counts,
     }
-    print(markdown(rows))
-    append_line(output, args.append)
-    return output
+    return table_result("quality_vision", env, rows, markdown(rows), args.append, settings=settings)
 
 
 if __name__ == "__main__":

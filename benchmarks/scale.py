@@ -27,7 +27,9 @@ import time
 from pathlib import Path
 from typing import Any
 
-from benchmarks.common import append_line, environment
+import torch
+
+from benchmarks.common import environment, table_result
 from nlp.gettext import DEFAULT_LOCALE_DIR, read_gettext_corpus
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -144,14 +146,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
                 processes = run(corpus, valid, cache, out_dir / f"ddp{pairs}_{kind}", ddp=True)
                 rows.append({"pairs": pairs, "tsv_mb": size, "run": f"{kind}, DDP", "processes": processes})
                 print(markdown(rows[-1:]).splitlines()[-1], flush=True)
-    output = {
-        "benchmark": "scale",
-        "env": environment(__import__("torch").device("cpu"), 0, " ".join(["python -m benchmarks.scale", *argv])),
-        "rows": rows,
-    }
-    print(markdown(rows))
-    append_line(output, args.append)
-    return output
+    env = environment(torch.device("cpu"), torch.get_num_threads(), " ".join(["python -m benchmarks.scale", *argv]))
+    return table_result("scale", env, rows, markdown(rows), args.append)
 
 
 if __name__ == "__main__":

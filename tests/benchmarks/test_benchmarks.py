@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from benchmarks import decoding, quality_nmt, quality_vision, report, seq2seq, vit
+from benchmarks import decoding, quality_nmt, quality_vision, report, scale, seq2seq, vit
 from benchmarks.common import interleave, peak_memory
 from nlp.decoding import beam_search, greedy_decode
 from tests.nlp.gettext_catalogs import fake_locale_tree
@@ -171,3 +171,19 @@ def test_quality_vision_runs_the_cli_and_the_plain_timm_loop_side_by_side(
     table = capsys.readouterr().out
     assert "| data | epochs | contender | test acc | train s | wall s |" in table
     assert "| digits | 1 | plain timm loop |" in table
+
+
+@pytest.mark.slow
+def test_scale_measures_first_and_cached_starts_and_ddp_ranks(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    locale = fake_locale_tree(tmp_path / "locale", ("de",))
+    results = tmp_path / "results.jsonl"
+    output = scale.main(["--quick", "--locale-dir", str(locale), "--out-dir", str(tmp_path / "runs"), "--append", str(results)])
+    assert json.loads(results.read_text()) == output
+    runs = [(row["pairs"], row["run"], len(row["processes"])) for row in output["rows"]]
+    assert runs == [(300, "first", 1), (300, "cached", 1), (300, "first, DDP", 2), (300, "cached, DDP", 2),
+                    (600, "first", 1), (600, "cached", 1)]
+    for row in output["rows"]:
+        assert all(p["peak_mib"] > 0 and p["seconds"] > 0 for p in row["processes"])
+    lines = (tmp_path / "runs" / "train600.tsv").read_text(encoding="utf-8").splitlines()
+    assert len(lines) == 600 and all(len(line.split("\t")[0].split()) >= 50 for line in lines)
+    assert "| pairs | TSV MB | run | processes |" in capsys.readouterr().out

@@ -10,11 +10,11 @@ from typing import Any
 import lightning.pytorch as pl
 from torch.utils.data import DataLoader
 
+from core.data_cache import cache_root
 from nlp.batch_size import AUTO, STEPS_ONLY_TOKENS, auto_max_tokens
 from nlp.batching import Collator, ResumableLoader, TokenBudgetBatchSampler
 from nlp.corpora import Pair, iter_corpus, load_hf_dataset, load_hf_split
 from nlp.gettext import DEFAULT_LOCALE_DIR, read_gettext_corpus
-from core.data_cache import cache_root
 from nlp.prepared import EncodedSplit, build, content_hash, file_stamp, fingerprint, prepared
 from nlp.tokenizer import SubwordTokenizer
 from nlp.toy_corpus import TOY_PAIRS
@@ -153,7 +153,8 @@ class TranslationDataModule(pl.LightningDataModule):
         if self.corpus == "files":
             inputs["files"] = {split: self.corpus_files(path) for split, path in self.paths.items() if path}
         elif self.corpus == "gettext":
-            catalogs = sorted(Path(self.locale_dir).glob("*/LC_MESSAGES/*.mo"))
+            lang = self.tgt_lang if self.src_lang == "en" else self.src_lang
+            catalogs = sorted((Path(self.locale_dir) / lang / "LC_MESSAGES").glob("*.mo"))
             inputs.update(locale_dir=self.locale_dir, join_words=self.join_words, catalogs=[file_stamp(c) for c in catalogs])
         elif self.corpus == "hf":
             inputs.update(dataset=self.dataset, config=self.dataset_config, splits=self.splits, limit=self.max_train_pairs)

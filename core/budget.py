@@ -32,6 +32,11 @@ def stepping_bound(trainer: pl.Trainer) -> int | None:
     return max(1, int(bound)) if math.isfinite(bound) else None
 
 
+def wall_clock_timer(trainer: pl.Trainer) -> Timer | None:
+    """The ``Timer`` that ``trainer.max_time`` installs, None without a time bound."""
+    return next((c for c in trainer.callbacks if isinstance(c, Timer) and c._duration), None)  # type: ignore[attr-defined]
+
+
 class TrainingBudget(pl.Callback):
     """Plans every :class:`BudgetedSchedule` of the module's schedulers over the run's budget.
 
@@ -72,7 +77,7 @@ class TrainingBudget(pl.Callback):
             for schedule in scheduler.lr_lambdas
             if isinstance(schedule, BudgetedSchedule)
         ]
-        self.timer = next((c for c in trainer.callbacks if isinstance(c, Timer) and c._duration), None)  # type: ignore[attr-defined]
+        self.timer = wall_clock_timer(trainer)
         self.start_step, self.start_time, self.timing = trainer.global_step, time.monotonic(), False
         self.replan(trainer)
 

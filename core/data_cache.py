@@ -14,3 +14,10 @@ def cache_root(cache_dir: str | None = None) -> Path:
     On a cluster, point it at storage every node sees, so that one process prepares for all."""
     root = cache_dir or os.environ.get(CACHE_ENV) or Path.home() / ".cache" / "transformer-toolkit"
     return Path(root).expanduser()
+
+
+def file_version(path: str | Path) -> tuple[int, int]:
+    """What tells one version of a file from another without reading it: its size and
+    modification time (nanoseconds); the keys of prepared data and of the image-check verdicts."""
+    stat = os.stat(path)
+    return stat.st_size, stat.st_mtime_ns

@@ -29,8 +29,8 @@ from typing import Any
 import lightning.pytorch as pl
 import numpy as np
 import torch
-from lightning.pytorch.callbacks import Timer
 
+from core.budget import wall_clock_timer
 from nlp.batching import token_budget_batches
 
 log = logging.getLogger(__name__)
@@ -54,7 +54,7 @@ def tokens_for_budget(budget_tokens: float) -> int:
 
 def time_budget(trainer: pl.Trainer) -> float | None:
     """The seconds of training ``trainer.max_time`` leaves, None without a time bound."""
-    timer = next((c for c in trainer.callbacks if isinstance(c, Timer) and c._duration), None)  # type: ignore[attr-defined]
+    timer = wall_clock_timer(trainer)
     return None if timer is None else timer.time_remaining("train")
 
 

@@ -39,6 +39,7 @@ from filelock import FileLock
 from torch.utils.data import Dataset
 
 from core.atomic import write_error
+from core.data_cache import file_version
 from core.errors import InputError
 from nlp.corpora import Pair
 from nlp.encoding import encode_sources, encode_targets
@@ -53,9 +54,8 @@ Example = tuple[np.ndarray, np.ndarray]
 
 
 def file_stamp(path: Path) -> list[Any]:
-    """What identifies a file's version cheaply: its resolved path, size and modification time."""
-    stat = path.stat()
-    return [str(path.resolve()), stat.st_size, stat.st_mtime_ns]
+    """A file's resolved path and its version (:func:`core.data_cache.file_version`)."""
+    return [str(path.resolve()), *file_version(path)]
 
 
 def content_hash(path: Path) -> str:

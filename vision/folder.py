@@ -18,7 +18,6 @@ from __future__ import annotations
 import copy
 import hashlib
 import logging
-import os
 from collections.abc import Iterable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -30,7 +29,7 @@ from torchvision.datasets import ImageFolder
 from torchvision.datasets.folder import IMG_EXTENSIONS
 
 from core.atomic import atomic_path
-from core.data_cache import cache_root
+from core.data_cache import cache_root, file_version
 from core.errors import InputError
 from vision.datamodule import ImageDataModule, ImageSplits, usable_cpus
 from vision.transforms import to_rgb
@@ -70,12 +69,6 @@ def decode_unreadable(paths: list[str]) -> dict[str, str]:
         return {path: reason for path, reason in zip(paths, reasons) if reason is not None}
 
 
-def stamp(path: str) -> str:
-    """A file's version as the check cache records it: size and modification time."""
-    stat = os.stat(path)
-    return f"{stat.st_size}:{stat.st_mtime_ns}"
-
-
 def find_unreadable(paths: list[str], cache_file: Path | None = None) -> dict[str, str]:
     """The paths that cannot be read, with the reason. With ``cache_file``, the verdicts of files
     checked before (same path, size and modification time) are read from it, only the others are
@@ -89,7 +82,7 @@ def find_unreadable(paths: list[str], cache_file: Path | None = None) -> dict[st
             for line in cache_file.read_text(encoding="utf-8").splitlines():
                 path, version, reason = line.split("\t", 2)
                 known[path] = (version, reason)
-        versions = {path: stamp(path) for path in paths}
+        versions = {path: ":".join(map(str, file_version(path))) for path in paths}
         fresh = [path for path in paths if known.get(path, ("", ""))[0] != versions[path]]
         decoded = decode_unreadable(fresh)
         if fresh:

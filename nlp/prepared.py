@@ -28,7 +28,6 @@ import logging
 import os
 import shutil
 import tempfile
-from array import array
 from collections.abc import Callable, Iterable, Iterator
 from itertools import islice
 from pathlib import Path
@@ -42,7 +41,7 @@ from core.atomic import write_error
 from core.data_cache import file_version
 from core.errors import InputError
 from nlp.corpora import Pair
-from nlp.encoding import encode_sources, encode_targets
+from nlp.encoding import encode_flat
 from nlp.tokenizer import SubwordTokenizer, train_tokenizer
 
 log = logging.getLogger(__name__)
@@ -86,22 +85,20 @@ def write_split(
 ) -> dict[str, int]:
     """Encode ``pairs`` chunk by chunk into ``<split>.src.bin``, ``<split>.tgt.bin`` and
     ``<split>.idx.npy``; the pair count and how many were truncated to ``max_len``."""
-    offsets = array("q", [0, 0])  # flattened [pairs + 1, 2]
-    ends = [0, 0]
+    ends = np.zeros((1, 2), dtype=np.int64)
+    offsets = [ends]
     count = truncated = 0
     with open(directory / f"{split}.src.bin", "wb") as src_file, open(directory / f"{split}.tgt.bin", "wb") as tgt_file:
         for chunk in chunks(pairs, CHUNK_PAIRS):
-            sources, source_cut = encode_sources(tokenizer, [source for source, _ in chunk], max_len)
-            targets, target_cut = encode_targets(tokenizer, [target for _, target in chunk], max_len)
-            for source, target in zip(sources, targets):
-                ends[0] += len(source)
-                ends[1] += len(target)
-                offsets.extend(ends)
-            np.fromiter((i for ids in sources for i in ids), dtype=dtype).tofile(src_file)
-            np.fromiter((i for ids in targets for i in ids), dtype=dtype).tofile(tgt_file)
+            sources, source_lengths, source_cut = encode_flat(tokenizer, [s for s, _ in chunk], max_len, False, dtype)
+            targets, target_lengths, target_cut = encode_flat(tokenizer, [t for _, t in chunk], max_len, True, dtype)
+            sources.tofile(src_file)
+            targets.tofile(tgt_file)
+            ends = ends[-1] + np.cumsum(np.stack([source_lengths, target_lengths], axis=1), axis=0)  # [chunk, 2]
+            offsets.append(ends)
             count += len(chunk)
-            truncated += sum(a or b for a, b in zip(source_cut, target_cut))
-    np.save(directory / f"{split}.idx.npy", np.frombuffer(offsets, dtype=np.int64).reshape(-1, 2))
+            truncated += int((source_cut | target_cut).sum())
+    np.save(directory / f"{split}.idx.npy", np.concatenate(offsets))
     return {"pairs": count, "truncated": truncated}
 
 

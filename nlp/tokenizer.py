@@ -67,7 +67,7 @@ class SubwordTokenizer:
 
     def encode_batch(self, texts: list[str]) -> list[list[int]]:
         """Subword ids of each text (as :meth:`encode`), encoded in parallel."""
-        return [encoding.ids for encoding in self.tokenizer.encode_batch(texts, add_special_tokens=False)]
+        return [encoding.ids for encoding in self.tokenizer.encode_batch_fast(texts, add_special_tokens=False)]
 
     def tokens(self, text: str) -> list[str]:
         """The subword strings of ``text`` (for inspection)."""

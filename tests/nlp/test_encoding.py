@@ -5,13 +5,14 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import numpy as np
 import pytest
 import torch
 from hydra.utils import instantiate
 
 from core.runner import model_kwargs
 from nlp.batching import pad_batch
-from nlp.encoding import encode_sources, encode_targets
+from nlp.encoding import encode_flat, encode_sources, encode_targets
 from nlp.module import load_translator
 from nlp.toy_corpus import TOY_PAIRS
 from tests.nlp.conftest import nlp_config
@@ -52,3 +53,18 @@ def test_sources_and_targets_are_cut_to_max_len_minus_one_subwords(toy_tokenizer
     assert encode_sources(toy_tokenizer, [text], whole) == ([subwords + [eos]], [False])
     with pytest.raises(ValueError, match="max_len must be at least 2"):
         encode_sources(toy_tokenizer, [text], 1)
+
+
+def test_back_to_back_encoding_frames_every_text_by_the_rule(toy_tokenizer) -> None:
+    texts = ["when you play the game of thrones", "", "you win", "or you die and the game goes on"]
+    max_len = 5
+    eos, bos = toy_tokenizer.eos_id, toy_tokenizer.bos_id
+    subwords = [toy_tokenizer.encode(text) for text in texts]
+    for with_bos in (False, True):
+        ids, lengths, cut = encode_flat(toy_tokenizer, texts, max_len, bos=with_bos, dtype=np.dtype(np.uint16))
+        expected = [[bos] * with_bos + words[: max_len - 1] + [eos] for words in subwords]
+        assert ids.dtype == np.uint16
+        assert ids.tolist() == [i for framed in expected for i in framed]
+        assert lengths.tolist() == [len(framed) for framed in expected]
+        assert cut.tolist() == [len(words) > max_len - 1 for words in subwords]
+    assert any(cut) and not all(cut)

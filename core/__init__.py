@@ -1,7 +1,9 @@
 """Transformer building blocks of "Attention Is All You Need" (Vaswani et al. 2017).
 
-Torch only: importing ``core`` loads neither Lightning nor Hydra. The shared training runner
-lives in :mod:`core.runner` and is imported explicitly.
+Torch only: importing ``core`` loads neither Lightning nor Hydra. The blocks live here, one file
+each (attention, cache, feedforward, layers, masks, positional, regularization, schedules,
+stacks); the training machinery both heads share lives in :mod:`core.training` and is imported
+explicitly.
 """
 
 from core.attention import (
@@ -11,7 +13,7 @@ from core.attention import (
     scaled_dot_product,
 )
 from core.cache import AttentionCache, DecoderCache
-from core.checkpoint import load_checkpoint, load_module
+from core.training.checkpoint_loading import load_checkpoint, load_module
 from core.feedforward import FeedForward
 from core.layers import DecoderLayer, EncoderLayer, add_norm
 from core.masks import causal_mask, merge_masks, padding_mask, padding_mask_from_ids

@@ -17,10 +17,10 @@ from typing import Any
 
 import torch
 
-from core.checkpoint import load_checkpoint
-from core.checkpointing import AtomicCheckpointIO
-from core.cli import ArgumentParser, command
-from core.errors import InputError
+from core.training.checkpoint_loading import load_checkpoint
+from core.training.checkpoint_saving import AtomicCheckpointIO
+from core.training.cli import ArgumentParser, command
+from core.training.errors import InputError
 
 # The hyperparameters that give the weights their meaning: averaged checkpoints must share them.
 SHARED_HYPERPARAMETERS = ("model", "tokenizer")

@@ -30,7 +30,7 @@ import lightning.pytorch as pl
 import numpy as np
 import torch
 
-from core.budget import wall_clock_timer
+from core.training.budget import wall_clock_timer
 from nlp.batching import token_budget_batches
 
 log = logging.getLogger(__name__)

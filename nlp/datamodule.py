@@ -10,7 +10,7 @@ from typing import Any
 import lightning.pytorch as pl
 from torch.utils.data import DataLoader
 
-from core.data_cache import cache_root
+from core.training.data_cache import cache_root
 from nlp.batch_size import AUTO, STEPS_ONLY_TOKENS, auto_max_tokens
 from nlp.batching import Collator, ResumableLoader, TokenBudgetBatchSampler
 from nlp.corpora import Pair, iter_corpus, load_hf_dataset, load_hf_split

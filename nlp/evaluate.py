@@ -17,8 +17,8 @@ from typing import Any
 import lightning.pytorch as pl
 from omegaconf import DictConfig
 
-from core.cli import hydra_app
-from core.evaluation import EvaluationReport, Metrics, checkpoint_path, evaluate
+from core.training.cli import hydra_app
+from core.training.evaluation import EvaluationReport, Metrics, checkpoint_path, evaluate
 from nlp.module import TranslationModule, load_translator
 
 

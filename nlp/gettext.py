@@ -46,7 +46,7 @@ import zlib
 from pathlib import Path
 from xml.sax.saxutils import unescape
 
-from core.errors import InputError
+from core.training.errors import InputError
 
 Pair = tuple[str, str]
 

@@ -7,15 +7,15 @@ from __future__ import annotations
 
 from omegaconf import DictConfig
 
-from core.cli import hydra_app
-from core.validation import validate_config
+from core.training.cli import hydra_app
+from core.training.validation import validate_config
 
 
 @hydra_app("nlp")
 def main(cfg: DictConfig) -> float | None:
     """Train, test and return the optimized metric (``optimized_metric``) of the run."""
     validate_config(cfg)  # a refused value costs no import of Lightning or the head's models
-    from core.runner import train
+    from core.training.runner import train
 
     return train(cfg)
 

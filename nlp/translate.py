@@ -15,8 +15,8 @@ import sys
 from collections.abc import Iterable, Iterator
 from itertools import islice
 
-from core.cli import ArgumentParser, add_device_option, command, png_path, positive_int
-from core.errors import InputError
+from core.training.cli import ArgumentParser, add_device_option, command, png_path, positive_int
+from core.training.errors import InputError
 from nlp.attention_plot import check_layer, cross_attention, draw_alignment
 from nlp.corpora import Utf8Lines
 from nlp.module import TranslationModule, load_translator

@@ -13,7 +13,7 @@ import torch
 from lightning.pytorch import LightningDataModule
 from torch.utils.data import DataLoader, Dataset, Subset
 
-from core.errors import InputError
+from core.training.errors import InputError
 from vision.recipe import AUTO, FULL_POLICY, Regularization, crop_for
 from vision.transforms import SharedValue, eval_transform, train_transform
 

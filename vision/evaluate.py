@@ -19,8 +19,8 @@ from omegaconf import DictConfig
 from torch import Tensor, nn
 from torchmetrics.classification import MulticlassConfusionMatrix
 
-from core.cli import hydra_app
-from core.evaluation import EvaluationReport, Metrics, checkpoint_path, evaluate
+from core.training.cli import hydra_app
+from core.training.evaluation import EvaluationReport, Metrics, checkpoint_path, evaluate
 from vision.inference import data_config, load_classifier
 from vision.module import ImageClassifier
 

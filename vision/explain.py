@@ -12,7 +12,7 @@ import torch.nn.functional as F
 from matplotlib.figure import Figure
 from torch import Tensor
 
-from core.cli import ArgumentParser, add_device_option, command, png_path
+from core.training.cli import ArgumentParser, add_device_option, command, png_path
 from vision.inference import load_classifier, load_image, preprocess
 from vision.rollout import explain
 

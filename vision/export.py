@@ -29,9 +29,9 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from core.atomic import atomic_path
-from core.cli import ArgumentParser, add_device_option, command
-from core.errors import InputError
+from core.training.atomic import atomic_path
+from core.training.cli import ArgumentParser, add_device_option, command
+from core.training.errors import InputError
 from vision.inference import data_config, load_classifier
 from vision.model import VisionTransformer
 from vision.module import ImageClassifier

@@ -8,7 +8,7 @@ reads every byte) and converted to RGB. The verdicts are kept in the data cache
 time), so a folder is checked once, by the first process that sets it up (others wait for its
 lock), and a later run or another rank decodes only the files that are new or changed. Up to ``max_unreadable`` of them (1% by default) are
 skipped with one warning that counts them and names the first few; more stop the run with an
-:class:`~core.errors.InputError`. An image that stops being readable later (a file replaced or a
+:class:`~core.training.errors.InputError`. An image that stops being readable later (a file replaced or a
 network share gone mid-epoch) is replaced by the next readable one with a warning naming it, so a
 long run is not lost to one file; only a run of unreadable images ends it.
 """
@@ -28,9 +28,9 @@ from PIL import Image
 from torchvision.datasets import ImageFolder
 from torchvision.datasets.folder import IMG_EXTENSIONS
 
-from core.atomic import atomic_path
-from core.data_cache import cache_root, file_version
-from core.errors import InputError
+from core.training.atomic import atomic_path
+from core.training.data_cache import cache_root, file_version
+from core.training.errors import InputError
 from vision.datamodule import ImageDataModule, ImageSplits, usable_cpus
 from vision.transforms import to_rgb
 

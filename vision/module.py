@@ -19,8 +19,8 @@ from torchmetrics import MetricCollection
 from torchmetrics.classification import MulticlassAccuracy
 
 from core import warmup_cosine
-from core.budget import stepping_bound
-from core.errors import InputError
+from core.training.budget import stepping_bound
+from core.training.errors import InputError
 from core.regularization import DropPath
 from vision.model import VisionTransformer
 from vision.recipe import (
@@ -222,7 +222,7 @@ class ImageClassifier(LightningModule):
     def configure_optimizers(self) -> dict[str, Any]:
         """AdamW (no weight decay on biases, norms, the class token and position embeddings) with a
         per-step linear warmup and cosine decay, laid over the run's budget by
-        :class:`core.budget.TrainingBudget` (which also caps the warmup)."""
+        :class:`core.training.budget.TrainingBudget` (which also caps the warmup)."""
         groups = param_groups_weight_decay(
             self.net, self.hparams.weight_decay, no_weight_decay_list=self.net.no_weight_decay()
         )

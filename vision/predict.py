@@ -13,7 +13,7 @@ import sys
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 
-from core.cli import ArgumentParser, add_device_option, command, positive_int
+from core.training.cli import ArgumentParser, add_device_option, command, positive_int
 from vision.inference import load_classifier, load_image, preprocess, top_k
 from vision.module import ImageClassifier
 

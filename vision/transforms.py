@@ -25,7 +25,7 @@ from timm.data.transforms import MaybeToTensor, RandomResizedCropAndInterpolatio
 from timm.data.transforms_factory import transforms_imagenet_eval
 from torchvision import transforms as T
 
-from core.errors import InputError
+from core.training.errors import InputError
 from vision.recipe import FULL_POLICY
 
 CROPS = ("pad", "random_resized")

@@ -14,7 +14,7 @@ import torch
 from rich.console import Console
 from rich.text import Text
 
-from core.cli import ArgumentParser, command, positive_float, positive_int
+from core.training.cli import ArgumentParser, command, positive_float, positive_int
 from nlp.toy_corpus import TOY_PAIRS
 from nlp.walkthrough.model import Vocabulary, build_model, fit
 from nlp.walkthrough.printing import print_steps

@@ -14,10 +14,10 @@ from pathlib import Path
 import pytest
 import torch
 
-from core import atomic
-from core.atomic import atomic_path
-from core.checkpointing import AtomicCheckpointIO
-from core.errors import InputError
+from core.training import atomic
+from core.training.atomic import atomic_path
+from core.training.checkpoint_saving import AtomicCheckpointIO
+from core.training.errors import InputError
 
 ROOT = Path(__file__).resolve().parents[2]
 Usage = namedtuple("Usage", "total used free")
@@ -85,7 +85,7 @@ def test_training_onto_a_full_disk_is_one_error_line(tmp_path: Path, monkeypatch
         assert "Traceback" not in result.stderr
         return
     # Without root: the same run in-process, on a disk that fills during the first checkpoint.
-    from core.runner import train
+    from core.training.runner import train
     from tests.nlp.conftest import nlp_config
 
     def fills_the_disk(obj: object, file) -> None:  # type: ignore[no-untyped-def]

@@ -16,8 +16,8 @@ import pytest
 import torch
 
 import core
-from core.checkpointing import AtomicCheckpointIO
-from core.runner import train
+from core.training.checkpoint_saving import AtomicCheckpointIO
+from core.training.runner import train
 from tests.core.test_runner import CONF, tiny_config
 
 STEPS_PER_EPOCH = 10  # 160 samples / batch 16
@@ -30,7 +30,7 @@ RUN = [
 CHILD = """
 import sys
 from hydra import compose, initialize_config_dir
-from core.runner import train
+from core.training.runner import train
 with initialize_config_dir(config_dir=sys.argv[1], version_base="1.3"):
     train(compose("tiny", overrides=sys.argv[2:]))
 """

@@ -12,7 +12,7 @@ from hydra import compose, initialize_config_dir
 from omegaconf import DictConfig
 
 import core
-from core.runner import train
+from core.training.runner import train
 from tests.core.test_checkpoint import write_crafted_checkpoint
 from tests.core.tiny_task import TinyModule
 

@@ -9,9 +9,9 @@ import pytest
 from hydra import compose, initialize_config_dir
 from omegaconf import DictConfig
 
-from core.errors import InputError
-from core.runner import train
-from core.validation import CHOICES, PRECISIONS, validate_config
+from core.training.errors import InputError
+from core.training.runner import train
+from core.training.validation import CHOICES, PRECISIONS, validate_config
 
 CONF = Path(__file__).resolve().parents[2] / "conf"
 

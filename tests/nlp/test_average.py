@@ -9,9 +9,9 @@ from pathlib import Path
 import pytest
 import torch
 
-from core.checkpoint import load_checkpoint
-from core.errors import InputError
-from core.runner import train
+from core.training.checkpoint_loading import load_checkpoint
+from core.training.errors import InputError
+from core.training.runner import train
 from nlp import average, translate
 from nlp.module import TranslationModule, load_translator
 from nlp.tokenizer import SubwordTokenizer

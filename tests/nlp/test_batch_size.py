@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 import torch
 
-from core.checkpoint import load_checkpoint
-from core.runner import train
+from core.training.checkpoint_loading import load_checkpoint
+from core.training.runner import train
 from nlp import batch_size
 from nlp.batch_size import MAX_TOKENS, MIN_TOKENS, tokens_for_budget
 from tests.nlp.conftest import nlp_config, reverse_pairs, write_lines
@@ -109,8 +109,8 @@ def test_max_steps_alone_keeps_fairseqs_usual_budget(tmp_path: Path, corpus: Pat
 def test_a_number_is_kept_and_a_bad_word_is_refused(tmp_path: Path, corpus: Path) -> None:
     from hydra.utils import instantiate
 
-    from core.errors import InputError
-    from core.validation import validate_config
+    from core.training.errors import InputError
+    from core.training.validation import validate_config
 
     fixed = instantiate(files_config(tmp_path, corpus, "data.max_tokens=1000").data)
     assert fixed.resolve_max_tokens() == 1000

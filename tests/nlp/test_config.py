@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 from hydra.utils import instantiate
 
-from core.runner import model_kwargs
+from core.training.runner import model_kwargs
 from nlp.model import Seq2SeqTransformer
 from tests.nlp.conftest import nlp_config
 

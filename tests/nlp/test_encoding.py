@@ -10,7 +10,7 @@ import pytest
 import torch
 from hydra.utils import instantiate
 
-from core.runner import model_kwargs
+from core.training.runner import model_kwargs
 from nlp.batching import pad_batch
 from nlp.encoding import encode_flat, encode_sources, encode_targets
 from nlp.module import load_translator

@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from core.errors import InputError
-from core.runner import train
+from core.training.errors import InputError
+from core.training.runner import train
 from nlp.corpora import load_hf_split
 from nlp.gettext import DEFAULT_LOCALE_DIR, message_pair, read_catalog, read_gettext_corpus
 from tests.nlp.conftest import nlp_config

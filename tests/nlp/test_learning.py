@@ -14,7 +14,7 @@ from hydra.utils import instantiate
 from omegaconf import DictConfig
 
 import core
-from core.runner import train
+from core.training.runner import train
 from nlp.module import load_translator
 from tests.nlp.conftest import nlp_config, reverse_pairs, write_lines
 

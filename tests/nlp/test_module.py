@@ -10,7 +10,7 @@ import lightning.pytorch as pl
 import pytest
 import torch
 
-from core.runner import train
+from core.training.runner import train
 from nlp.module import TranslationModule
 from nlp.tokenizer import SubwordTokenizer
 from tests.nlp.conftest import nlp_config

@@ -13,8 +13,8 @@ import lightning.pytorch as pl
 import pytest
 
 import core
-from core.faults import PREEMPTED_EXIT
-from core.runner import train
+from core.training.faults import PREEMPTED_EXIT
+from core.training.runner import train
 from tests.nlp.conftest import nlp_config, reverse_pairs, write_lines
 
 STEPS = 14

@@ -20,7 +20,7 @@ from omegaconf.errors import MissingMandatoryValue
 from PIL import Image
 
 from core import load_checkpoint, load_module
-from core.runner import model_kwargs, train
+from core.training.runner import model_kwargs, train
 from tests.vision.vision_testdata import CONF, TINY_MODEL, write_image
 from vision import predict
 from vision import explain

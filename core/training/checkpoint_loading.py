@@ -9,7 +9,7 @@ from typing import Any, TypeVar
 import torch
 from torch import nn
 
-from core.errors import InputError
+from core.training.errors import InputError
 
 ModuleT = TypeVar("ModuleT", bound=nn.Module)
 

@@ -106,7 +106,7 @@ def format_metrics(metrics: dict[str, Any]) -> str:
 
 
 def item_rate(trainer: pl.Trainer, pl_module: pl.LightningModule) -> str | None:
-    """``"524 samples/s"``: the rate :class:`core.throughput.TrainThroughput` logged at the last
+    """``"524 samples/s"``: the rate :class:`core.training.throughput.TrainThroughput` logged at the last
     epoch end (all processes, training batches only); None before the first epoch end."""
     unit = getattr(pl_module, "throughput_unit", None)
     rate = trainer.callback_metrics.get(f"train/{unit}_per_second")

@@ -20,13 +20,13 @@ from filelock import FileLock
 from hydra.utils import instantiate
 from omegaconf import DictConfig, OmegaConf
 
-from core.atomic import atomic_path
-from core.budget import TrainingBudget
-from core.checkpoint import load_checkpoint
-from core.checkpointing import AtomicCheckpointIO
-from core.errors import InputError
-from core.faults import PreemptionCheckpoint, fit_or_preempt, run_directory_claimed
-from core.validation import validate_config
+from core.training.atomic import atomic_path
+from core.training.budget import TrainingBudget
+from core.training.checkpoint_loading import load_checkpoint
+from core.training.checkpoint_saving import AtomicCheckpointIO
+from core.training.errors import InputError
+from core.training.faults import PreemptionCheckpoint, fit_or_preempt, run_directory_claimed
+from core.training.validation import validate_config
 
 log = logging.getLogger(__name__)
 
@@ -106,9 +106,9 @@ def train(cfg: DictConfig) -> float | None:
     seed everything; instantiate the datamodule and prepare it, so that the module can be
     built from what the data defines (classes, tokenizer); instantiate callbacks, loggers and the
     Trainer from ``cfg.callbacks``, ``cfg.logger`` and ``cfg.trainer``, with
-    :class:`core.budget.TrainingBudget` (``cfg.budget``) laying the learning-rate schedule over
+    :class:`core.training.budget.TrainingBudget` (``cfg.budget``) laying the learning-rate schedule over
     the run's budget and validating the final weights when a budget ends it, and
-    :class:`core.faults.PreemptionCheckpoint` saving the current step on SIGTERM (the process
+    :class:`core.training.faults.PreemptionCheckpoint` saving the current step on SIGTERM (the process
     then exits with status 143); optionally compile the
     network (``compile: true``, ``torch.compile`` keyword arguments in ``compile_options``); fit
     (resuming from ``cfg.ckpt_path``); validate once more if training stopped before any

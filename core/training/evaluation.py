@@ -19,9 +19,9 @@ from hydra.utils import instantiate
 from lightning.pytorch.callbacks import Callback
 from omegaconf import DictConfig, OmegaConf, open_dict
 
-from core.errors import InputError
-from core.runner import build_list, prepare_once, scalar_metrics, write_json_atomically
-from core.validation import validate_config
+from core.training.errors import InputError
+from core.training.runner import build_list, prepare_once, scalar_metrics, write_json_atomically
+from core.training.validation import validate_config
 
 log = logging.getLogger(__name__)
 

@@ -1,6 +1,6 @@
 """What every command of both heads shares: one error convention, argument types, the device.
 
-Bad input raises :class:`core.errors.InputError`; commands print it as one line
+Bad input raises :class:`core.training.errors.InputError`; commands print it as one line
 ``error: <what, where, the fix>`` on stderr and exit with status 2, without a traceback. The full
 traceback comes back with ``--debug`` (argparse commands) or ``HYDRA_FULL_ERROR=1`` (all
 commands). Any other exception is a bug and keeps its traceback.
@@ -17,7 +17,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, NoReturn, TypeVar
 
-from core.errors import InputError
+from core.training.errors import InputError
 
 T = TypeVar("T")
 

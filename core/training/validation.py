@@ -4,7 +4,7 @@
 names config keys and what their values must be; it applies to the keys the config has (the
 heads and data choices have different ones). Relations between keys (``img_size`` a multiple
 of ``patch_size``, ``dim`` divisible by ``num_heads``, ...) and paths that must exist follow in
-:data:`RELATIONS`. The first broken rule raises :class:`core.errors.InputError` naming the key,
+:data:`RELATIONS`. The first broken rule raises :class:`core.training.errors.InputError` naming the key,
 the value and the fix.
 
 The valid choices in :data:`CHOICES` and :data:`PRECISIONS` are copies of the names the code
@@ -24,7 +24,7 @@ from typing import Any
 
 from omegaconf import DictConfig, OmegaConf
 
-from core.errors import InputError
+from core.training.errors import InputError
 
 MISSING = object()
 

@@ -1,0 +1,25 @@
+"""``core/`` holds the paper's blocks; the training machinery lives in ``core.training``, which the
+blocks never import."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import core
+
+BLOCKS = {"attention", "cache", "feedforward", "layers", "masks", "positional", "regularization", "schedules", "stacks"}
+
+
+def imported_modules(path: Path) -> set[str]:
+    tree = ast.parse(path.read_text())
+    names = {node.module for node in ast.walk(tree) if isinstance(node, ast.ImportFrom) and node.module}
+    return names | {alias.name for node in ast.walk(tree) if isinstance(node, ast.Import) for alias in node.names}
+
+
+def test_core_holds_the_blocks_and_they_import_no_machinery() -> None:
+    root = Path(core.__file__).parent
+    assert {path.stem for path in root.glob("*.py")} - {"__init__"} == BLOCKS
+    for name in BLOCKS:
+        imported = imported_modules(root / f"{name}.py")
+        assert not {module for module in imported if module.startswith(("core.training", "lightning", "hydra"))}, name

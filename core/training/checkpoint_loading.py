@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pickle
+import warnings
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -29,7 +30,10 @@ def load_checkpoint(path: str | Path, map_location: str | torch.device = "cpu") 
     if path.stat().st_size == 0:
         raise InputError(f"checkpoint {path} is empty (0 bytes); pass a checkpoint written by a training run")
     try:
-        checkpoint = torch.load(path, map_location=map_location, weights_only=True)
+        with warnings.catch_warnings():
+            # Garbage read as a pickle may claim any protocol; the error below says what is wrong.
+            warnings.filterwarnings("ignore", message="Detected pickle protocol")
+            checkpoint = torch.load(path, map_location=map_location, weights_only=True)
     except pickle.UnpicklingError as error:
         reason = next((line for line in str(error).splitlines() if "global" in line.lower()), None)
         if reason is None:
@@ -39,8 +43,9 @@ def load_checkpoint(path: str | Path, map_location: str | torch.device = "cpu") 
             "refused: loading it could execute code. Use checkpoints written by this toolkit, or "
             f"re-save a trusted one as a plain state dict. ({reason.strip()})"
         ) from None
-    except (RuntimeError, EOFError, KeyError, IndexError, OSError) as error:
-        # A truncated zip archive surfaces as OSError (EINVAL) from the stream reader.
+    except Exception as error:  # noqa: BLE001 - any failure to parse the bytes is a bad file
+        # A truncated zip archive surfaces as OSError (EINVAL) from the stream reader; random
+        # bytes read as a pickle fail in many ways (EOFError, UnicodeDecodeError, KeyError, ...).
         raise InputError(
             f"{path} is not a readable checkpoint, perhaps truncated by an interrupted copy or save "
             f"({type(error).__name__}: {str(error).splitlines()[0] if str(error) else 'no detail'})"

@@ -9,13 +9,13 @@ alike, and the budget counts the padded lengths: an epoch then yields a few doze
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Sequence
-from typing import Any
+from collections.abc import Sequence
 
 import numpy as np
 import torch
 from torch import Tensor
-from torch.utils.data import DataLoader, Sampler
+
+from core.training.resumable import EpochBatchSampler
 
 Example = tuple[Sequence[int], Sequence[int]]  # (source ids, target ids): lists or numpy arrays
 
@@ -40,19 +40,21 @@ def token_budget_batches(lengths: Sequence[int] | np.ndarray, max_tokens: int, o
     return batches
 
 
-class TokenBudgetBatchSampler(Sampler[list[int]]):
+class TokenBudgetBatchSampler(EpochBatchSampler):
     """Yields lists of example indices, each within a token budget.
 
     Training (``shuffle=True``): each epoch sorts by length with random tie-breaking, packs, then
     shuffles the order of the batches. With several processes (DDP) every rank gets the batches
-    ``rank, rank + num_replicas, ...`` of the same list (the seed and epoch are shared), and the list
-    is padded by repeating batches so that every rank runs the same number of steps. Lengths and
-    batches are numpy arrays: a corpus of millions of sentences costs a few bytes per sentence.
+    ``rank, rank + num_replicas, ...`` of the same list (the seed and epoch are shared), padded so
+    that every rank runs the same number of steps, and a run resumed mid-epoch continues on the
+    same batches (:class:`core.training.resumable.EpochBatchSampler`). Lengths and batches are
+    numpy arrays: a corpus of millions of sentences costs a few bytes per sentence.
 
     Args:
         lengths: size of each example (longer of source and target, in tokens).
         max_tokens: padded-token budget per batch.
-        shuffle: randomize batches each epoch (call :meth:`set_epoch`, which Lightning does).
+        shuffle: randomize batches each epoch (the epoch comes from :meth:`set_epoch`, or under a
+            Trainer from the training loop, :class:`core.training.resumable.ResumableLoader`).
         seed: base seed of the shuffling.
         num_replicas: number of data-parallel processes.
         rank: this process's index among them.
@@ -69,56 +71,21 @@ class TokenBudgetBatchSampler(Sampler[list[int]]):
         rank: int = 0,
         multiple: int = 1,
     ) -> None:
+        super().__init__(seed, num_replicas, rank)
         if max_tokens <= 0:
             raise ValueError(f"max_tokens must be positive, got {max_tokens}")
-        if not 0 <= rank < num_replicas:
-            raise ValueError(f"rank {rank} is outside 0..{num_replicas - 1}")
         self.lengths = round_up(np.asarray(lengths, dtype=np.int64), multiple)
         self.max_tokens = max_tokens
         self.shuffle = shuffle
-        self.seed = seed
-        self.num_replicas = num_replicas
-        self.rank = rank
-        self.epoch = 0
-        self.cached: tuple[int, list[np.ndarray]] | None = None
-        self.resume: tuple[int, int] | None = None  # (epoch, batches of it already trained)
 
-    def set_epoch(self, epoch: int) -> None:
-        """Select the shuffling of ``epoch`` (the same on every rank)."""
-        self.epoch = epoch
-
-    def resume_at(self, epoch: int, batches_done: int) -> None:
-        """Start ``epoch`` after its first ``batches_done`` batches (a run resumed mid-epoch)."""
-        self.resume = (epoch, batches_done)
-
-    def batches(self) -> list[np.ndarray]:
-        """All batches of this epoch for this rank (computed once per epoch)."""
-        if self.cached is not None and self.cached[0] == self.epoch:
-            return self.cached[1]
-        rng = np.random.default_rng([self.seed, self.epoch])
+    def epoch_batches(self, rng: np.random.Generator) -> list[np.ndarray]:
         indices = rng.permutation(len(self.lengths)) if self.shuffle else np.arange(len(self.lengths))
         # A stable sort keeps the shuffled order among equal lengths: random buckets each epoch.
         indices = indices[np.argsort(self.lengths[indices], kind="stable")]
         batches = token_budget_batches(self.lengths, self.max_tokens, indices)
         if self.shuffle:
             batches = [batches[i] for i in rng.permutation(len(batches))]
-        remainder = len(batches) % self.num_replicas
-        if remainder:
-            batches += batches[: self.num_replicas - remainder]
-        self.cached = (self.epoch, batches[self.rank :: self.num_replicas])
-        return self.cached[1]
-
-    def __iter__(self) -> Iterator[list[int]]:
-        # A generator: the epoch is read at the first batch, after Lightning's set_epoch (it may
-        # create the iterator before setting the epoch of a resumed run).
-        skip = 0
-        if self.resume is not None and self.resume[0] == self.epoch:
-            skip, self.resume = self.resume[1], None
-        for batch in self.batches()[skip:]:
-            yield batch.tolist()
-
-    def __len__(self) -> int:
-        return len(self.batches())
+        return batches
 
 
 def round_up(length: np.ndarray | int, multiple: int) -> np.ndarray | int:
@@ -163,22 +130,3 @@ class Collator:
             "source": pad_batch(sources, self.pad_id, self.multiple, limit=self.max_len),
             "target": pad_batch(targets, self.pad_id, self.multiple, extra=1, limit=self.max_len),
         }
-
-
-class ResumableLoader(DataLoader):
-    """A ``DataLoader`` over a :class:`TokenBudgetBatchSampler` whose checkpointed state is its
-    position in the epoch: ``position()`` gives (epoch, batches trained), and loading it makes the
-    sampler skip those batches, so a run resumed mid-epoch neither repeats nor skips a batch
-    (Lightning saves and loads this state with the fit loop's)."""
-
-    def __init__(self, *args: Any, position: Callable[[], tuple[int, int]], **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
-        self.position = position
-
-    def state_dict(self) -> dict[str, int]:
-        epoch, batches = self.position()
-        return {"epoch": epoch, "batches": batches}
-
-    def load_state_dict(self, state_dict: dict[str, int]) -> None:
-        assert isinstance(self.batch_sampler, TokenBudgetBatchSampler)
-        self.batch_sampler.resume_at(state_dict["epoch"], state_dict["batches"])

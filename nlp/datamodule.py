@@ -11,8 +11,9 @@ import lightning.pytorch as pl
 from torch.utils.data import DataLoader
 
 from core.training.data_cache import cache_root
+from core.training.resumable import ResumableLoader, trained_position
 from nlp.batch_size import AUTO, STEPS_ONLY_TOKENS, auto_max_tokens
-from nlp.batching import Collator, ResumableLoader, TokenBudgetBatchSampler
+from nlp.batching import Collator, TokenBudgetBatchSampler
 from nlp.corpora import Pair, iter_corpus, load_hf_dataset, load_hf_split
 from nlp.gettext import DEFAULT_LOCALE_DIR, read_gettext_corpus
 from nlp.prepared import EncodedSplit, build, content_hash, file_stamp, fingerprint, prepared
@@ -240,13 +241,8 @@ class TranslationDataModule(pl.LightningDataModule):
             persistent_workers=self.num_workers > 0,
         )
         if train and self.trainer is not None:
-            return ResumableLoader(examples, position=self.position_in_epoch, **options)
+            return ResumableLoader(examples, position=lambda: trained_position(self.trainer), **options)
         return DataLoader(examples, **options)
-
-    def position_in_epoch(self) -> tuple[int, int]:
-        """The training epoch and how many of its batches this process has trained."""
-        assert self.trainer is not None
-        return self.trainer.current_epoch, self.trainer.fit_loop.epoch_loop.batch_progress.current.processed
 
     def padding_multiple(self) -> int:
         """``pad_to_multiple``, with ``auto`` resolved by the attached trainer's device."""

@@ -11,9 +11,10 @@ from typing import Any
 
 import torch
 from lightning.pytorch import LightningDataModule
-from torch.utils.data import DataLoader, Dataset, Subset
+from torch.utils.data import DataLoader, Dataset, DistributedSampler, Subset
 
 from core.training.errors import InputError
+from core.training.resumable import ResumableLoader, ShuffledBatchSampler, trained_position
 from vision.recipe import AUTO, FULL_POLICY, Regularization, crop_for
 from vision.transforms import SharedValue, eval_transform, train_transform
 
@@ -72,6 +73,7 @@ class ImageDataModule(LightningDataModule):
         val_size: validation images held out of the training set when the source has no
             validation split (a count or a fraction).
         split_seed: seed of that split.
+        seed: seed of the training order (each epoch's shuffling; the run's ``seed``).
         mean, std: normalization statistics; None uses the class's ``MEAN`` / ``STD``
             (ImageNet statistics unless a subclass knows its data's own).
         crop, auto_augment, re_prob, hflip, interpolation: training augmentation, see
@@ -94,6 +96,7 @@ class ImageDataModule(LightningDataModule):
         persistent_workers: bool = True,
         val_size: int | float = 0.1,
         split_seed: int = 0,
+        seed: int = 0,
         mean: Sequence[float] | None = None,
         std: Sequence[float] | None = None,
         crop: str = AUTO,
@@ -117,6 +120,7 @@ class ImageDataModule(LightningDataModule):
         self.persistent_workers = persistent_workers
         self.val_size = val_size
         self.split_seed = split_seed
+        self.seed = seed
         self.mean = [float(v) for v in (self.MEAN if mean is None else mean)]
         self.std = [float(v) for v in (self.STD if std is None else std)]
         self.interpolation = interpolation
@@ -209,18 +213,27 @@ class ImageDataModule(LightningDataModule):
         return torch.cuda.is_available()
 
     def loader(self, dataset: Dataset, train: bool) -> DataLoader:
-        """A loader over ``dataset``; ``train`` shuffles and drops the last partial batch."""
+        """A loader over ``dataset``, sharded over the data-parallel processes. ``train``: a
+        seeded shuffle of full batches per epoch that a run resumed mid-epoch continues exactly
+        (:mod:`core.training.resumable`); otherwise in order (``DistributedSampler`` under DDP,
+        which pads the last shard by repeating images, as Lightning does)."""
+        world_size, rank = (self.trainer.world_size, self.trainer.global_rank) if self.trainer is not None else (1, 0)
         workers = self.workers()
-        return DataLoader(
-            dataset,
-            batch_size=self.batch_size,
-            shuffle=train,
-            # Full batches only: Mixup/CutMix pairs each image with another of the same batch.
-            drop_last=train,
+        options: dict[str, Any] = dict(
             num_workers=workers,
             pin_memory=self.pins_memory(),
             persistent_workers=self.persistent_workers and workers > 0,
         )
+        if train:
+            # Full batches only: Mixup/CutMix pairs each image with another of the same batch.
+            batches = ShuffledBatchSampler(
+                len(dataset), self.batch_size, drop_last=True, seed=self.seed, num_replicas=world_size, rank=rank
+            )
+            if self.trainer is not None:
+                return ResumableLoader(dataset, batch_sampler=batches, position=lambda: trained_position(self.trainer), **options)
+            return DataLoader(dataset, batch_sampler=batches, **options)
+        sampler = DistributedSampler(dataset, world_size, rank, shuffle=False) if world_size > 1 else None
+        return DataLoader(dataset, batch_size=self.batch_size, sampler=sampler, **options)
 
     def train_dataloader(self) -> DataLoader:
         """Shuffled full batches of the training split."""

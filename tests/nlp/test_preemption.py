@@ -3,32 +3,18 @@ resumed run continues exactly where the interrupted one stopped (same batches, s
 
 from __future__ import annotations
 
-import csv
-import os
 import signal
 from pathlib import Path
-from typing import Any
 
-import lightning.pytorch as pl
 import pytest
 
 import core
 from core.training.faults import PREEMPTED_EXIT
 from core.training.runner import train
+from tests.core.interrupt import logged_losses
 from tests.nlp.conftest import nlp_config, reverse_pairs, write_lines
 
 STEPS = 14
-
-
-class SigtermAt(pl.Callback):
-    """Sends this process SIGTERM after optimizer step ``step``, as a scheduler would."""
-
-    def __init__(self, step: int) -> None:
-        self.step = step
-
-    def on_train_batch_end(self, trainer: pl.Trainer, *args: Any) -> None:
-        if trainer.global_step == self.step:
-            os.kill(os.getpid(), signal.SIGTERM)
 
 
 def config(tmp_path: Path, corpus: Path, *overrides: str):  # type: ignore[no-untyped-def]
@@ -40,25 +26,14 @@ def config(tmp_path: Path, corpus: Path, *overrides: str):  # type: ignore[no-un
     )
 
 
-def losses(run_dir: Path) -> dict[int, float]:
-    """Training loss by optimizer step, from every CSV log of the run directory."""
-    logged: dict[int, float] = {}
-    for path in sorted(run_dir.glob("csv/version_*/metrics.csv")):
-        with path.open() as handle:
-            for row in csv.DictReader(handle):
-                if row.get("train/loss"):
-                    logged[int(row["step"])] = float(row["train/loss"])
-    return logged
-
-
 def test_sigterm_saves_the_step_exits_143_and_resumes_on_the_same_batches(tmp_path: Path) -> None:
     corpus = write_lines(tmp_path / "pairs.tsv", [f"{s}\t{t}" for s, t in reverse_pairs(120, seed=0)])
     train(config(tmp_path / "whole", corpus))
-    whole = losses(tmp_path / "whole")
+    whole = logged_losses(tmp_path / "whole")
 
     interrupted = tmp_path / "interrupted"
     with pytest.raises(SystemExit) as stopped:
-        train(config(interrupted, corpus, "+callbacks.sigterm._target_=tests.nlp.test_preemption.SigtermAt", "+callbacks.sigterm.step=5"))
+        train(config(interrupted, corpus, "+callbacks.sigterm._target_=tests.core.interrupt.SigtermAt", "+callbacks.sigterm.step=5"))
     assert stopped.value.code == PREEMPTED_EXIT
     last = interrupted / "checkpoints" / "last.ckpt"
     checkpoint = core.load_checkpoint(last)
@@ -66,7 +41,7 @@ def test_sigterm_saves_the_step_exits_143_and_resumes_on_the_same_batches(tmp_pa
     assert checkpoint["loops"]["fit_loop"]["state_dict"]["combined_loader"] == [{"epoch": 0, "batches": 5}]
 
     train(config(interrupted, corpus, f"ckpt_path={last}"))
-    resumed = losses(interrupted)
+    resumed = logged_losses(interrupted)
     assert sorted(resumed) == sorted(whole) and len(whole) >= STEPS - 1
     for step, loss in whole.items():
         assert resumed[step] == pytest.approx(loss, abs=1e-5), step

@@ -4,6 +4,7 @@ warmup + cosine, label smoothing or Mixup/CutMix soft targets, top-1 / top-5 acc
 from __future__ import annotations
 
 import logging
+import math
 from collections.abc import Sequence
 from dataclasses import asdict
 from typing import Any
@@ -19,7 +20,7 @@ from torchmetrics import MetricCollection
 from torchmetrics.classification import MulticlassAccuracy
 
 from core import warmup_cosine
-from core.training.budget import stepping_bound
+from core.training.budget import RunPlan, run_plan, stepping_bound, steps_per_epoch
 from core.training.errors import InputError
 from core.regularization import DropPath
 from vision.model import VisionTransformer
@@ -29,8 +30,6 @@ from vision.recipe import (
     FULL_DROP_PATH,
     FULL_MIXUP_ALPHA,
     Regularization,
-    planned_epochs,
-    planned_steps,
     regularization,
 )
 from vision.timm_weights import read_timm_checkpoint
@@ -136,6 +135,7 @@ class ImageClassifier(LightningModule):
         # Auto mixing waits for apply_regularization, at the start of the first epoch.
         self.mixing = self.mixup is not None and AUTO not in (mixup_alpha, cutmix_alpha)
         self.regularization: Regularization | None = None
+        self.followed_plan: RunPlan | None = None  # the plan the regularization was sized to
         self.mix_loss = SoftTargetCrossEntropy()
         if label_smoothing > 0:
             self.train_loss = LabelSmoothingCrossEntropy(label_smoothing)
@@ -155,10 +155,21 @@ class ImageClassifier(LightningModule):
             log.info("loaded %s%s", self.hparams.pretrained, f"; new {skipped}" if skipped else "")
 
     def on_train_epoch_start(self) -> None:
-        """Size the ``auto`` regularization, here and in the datamodule, to the run's planned
-        epochs and steps (:mod:`vision.recipe`); log it when it changes."""
-        epochs = planned_epochs(self.trainer)
-        steps = planned_steps(self.trainer, epochs)
+        """Size the ``auto`` regularization to the run's plan at the start of every epoch."""
+        self.follow_plan()
+
+    def on_train_batch_start(self, batch: Any, batch_idx: int) -> None:
+        """A time budget is planned once its first steps are timed: follow the plan from then on."""
+        if self.followed_plan is None:
+            self.follow_plan()
+
+    def follow_plan(self) -> None:
+        """Size the ``auto`` regularization, here and in the datamodule, to the planned epochs and
+        steps of :func:`core.training.budget.run_plan` (the same on every process; none while a
+        time budget is being measured) by :func:`vision.recipe.regularization`; log it when it
+        changes."""
+        plan = self.followed_plan = run_plan(self.trainer)
+        epochs, steps = (plan.epochs, plan.steps) if plan is not None else (0.0, 0.0)
         settings = regularization(epochs, steps)
         self.apply_regularization(settings)
         if hasattr(self.trainer.datamodule, "apply_regularization"):
@@ -228,8 +239,11 @@ class ImageClassifier(LightningModule):
         )
         optimizer = torch.optim.AdamW(groups, lr=self.hparams.lr, betas=tuple(self.hparams.betas))
         total_steps = stepping_bound(self.trainer)  # the budget callback refines it for max_time
-        # stepping_bound has sized the train loader, so an epoch's step count is known.
-        steps_per_epoch = max(1, self.trainer.num_training_batches // self.trainer.accumulate_grad_batches)
-        warmup_steps = round(self.hparams.warmup_epochs * steps_per_epoch)
+        per_epoch = steps_per_epoch(self.trainer)
+        if not math.isfinite(per_epoch) and self.trainer.datamodule is not None:
+            # max_steps alone bounds the run, so Lightning has not sized the loader yet (sizing its
+            # own here would keep a resumed run from restoring the loader's position)
+            per_epoch = len(self.trainer.datamodule.train_dataloader()) / self.trainer.accumulate_grad_batches
+        warmup_steps = round(self.hparams.warmup_epochs * per_epoch) if math.isfinite(per_epoch) else 0
         scheduler = warmup_cosine(optimizer, warmup_steps, total_steps, self.hparams.min_lr_ratio)
         return {"optimizer": optimizer, "lr_scheduler": {"scheduler": scheduler, "interval": "step"}}

@@ -19,20 +19,16 @@ without. So every config value left at ``auto`` follows :func:`regularization`:
 CIFAR-10 at batch 128 takes 391 steps an epoch, so there the epochs decide (30 epochs: 11,700
 steps); a small folder is held back by its steps.
 
-The classifier (:meth:`vision.module.ImageClassifier.on_train_epoch_start`) asks the Trainer for
-the planned epochs and steps (:func:`planned_epochs`, :func:`planned_steps`) at the start of
-every epoch and hands the result to
-itself and to the datamodule, so a ``max_time`` run starts unregularized and follows its estimate
-once the first epoch is timed.
+The classifier (:meth:`vision.module.ImageClassifier.follow_plan`) reads the run's plan
+(:func:`core.training.budget.run_plan`: planned epochs and steps, the same on every process) at
+the start of every epoch and hands the result to itself and to the datamodule; a ``max_time`` run
+follows its plan from the moment its first steps are timed.
 """
 
 from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-
-from lightning.pytorch import Trainer
-from lightning.pytorch.callbacks import Timer
 
 AUTO = "auto"
 START_EPOCHS = 10.0
@@ -88,37 +84,3 @@ def regularization(epochs: float, steps: float = math.inf) -> Regularization:
 def crop_for(img_size: int) -> str:
     """``pad`` for images up to ``PAD_CROP_MAX_SIZE`` pixels, ``random_resized`` above."""
     return "pad" if img_size <= PAD_CROP_MAX_SIZE else "random_resized"
-
-
-def optimizer_steps_per_epoch(trainer: Trainer) -> float:
-    """Optimizer steps in one epoch of the Trainer's loader (inf when its length is unknown)."""
-    return trainer.num_training_batches / trainer.accumulate_grad_batches
-
-
-def planned_epochs(trainer: Trainer) -> float:
-    """The epochs this run will train, from the epoch now starting: the least of ``max_epochs``,
-    ``max_steps`` in epochs and, under ``max_time``, the epochs done plus those that fit in the
-    time left at the pace so far (0 before an epoch has been timed: the budget is not known yet)."""
-    bounds = [math.inf]
-    if trainer.max_epochs is not None and trainer.max_epochs >= 0:
-        bounds.append(float(trainer.max_epochs))
-    steps_per_epoch = optimizer_steps_per_epoch(trainer)
-    if trainer.max_steps > 0 and 0 < steps_per_epoch < math.inf:
-        bounds.append(trainer.max_steps / steps_per_epoch)
-    timer = next((callback for callback in trainer.callbacks if isinstance(callback, Timer)), None)
-    remaining = timer.time_remaining("train") if timer is not None else None
-    if remaining is not None:
-        done = trainer.current_epoch
-        elapsed = timer.time_elapsed("train")
-        bounds.append(done + remaining * done / elapsed if done > 0 and elapsed > 0 else 0.0)
-    return min(bounds)
-
-
-def planned_steps(trainer: Trainer, epochs: float) -> float:
-    """The optimizer steps in ``epochs`` epochs of this Trainer's loader, at most ``max_steps``
-    (inf when the loader's length is unknown and no ``max_steps`` bounds it)."""
-    steps_per_epoch = optimizer_steps_per_epoch(trainer)
-    if not (epochs > 0 and steps_per_epoch > 0):
-        return 0.0
-    bound = float(trainer.max_steps) if trainer.max_steps > 0 else math.inf
-    return min(epochs * steps_per_epoch, bound)

@@ -7,6 +7,11 @@ training starts; for a time budget it is estimated from the measured time per st
 included) and refined as the run goes, so a 10-minute run anneals over its 10 minutes (after
 "Budgeted Training", Li et al. 2020, whose linear-to-zero finding holds for any schedule that
 ends with the budget). The warmup is capped to a stated fraction of the planned steps.
+
+:class:`TrainingBudget` publishes that plan as one :class:`RunPlan`, the same on every process
+(a time budget's pace is measured on the first process and broadcast): the learning-rate
+schedules, the warmup cap, the regularization sized to the run's length (vision) and the
+progress lines all read it through :func:`run_plan`.
 """
 
 from __future__ import annotations
@@ -14,6 +19,7 @@ from __future__ import annotations
 import logging
 import math
 import time
+from dataclasses import dataclass
 from typing import Any
 
 import lightning.pytorch as pl
@@ -23,6 +29,40 @@ from torch.optim.lr_scheduler import LambdaLR
 from core.schedules import BudgetedSchedule
 
 log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class RunPlan:
+    """The run as planned: ``steps`` optimizer steps in all (``inf`` for a run without a bound),
+    ``steps_per_epoch`` optimizer steps in an epoch of the training loader (``inf`` when its
+    length is unknown), and whether the total is ``estimated`` from a time budget's pace."""
+
+    steps: float
+    steps_per_epoch: float
+    estimated: bool = False
+
+    @property
+    def epochs(self) -> float:
+        """Planned epochs, fractions allowed (``inf`` for an unbounded run, 0 when the loader's
+        length is unknown)."""
+        if not 0 < self.steps_per_epoch < math.inf:
+            return 0.0
+        return self.steps / self.steps_per_epoch
+
+
+def steps_per_epoch(trainer: pl.Trainer) -> float:
+    """Optimizer steps in one epoch of the Trainer's training loader (inf when its length is
+    unknown, or not sized yet); every data-parallel process has the same number."""
+    return float(trainer.num_training_batches) / trainer.accumulate_grad_batches
+
+
+def run_plan(trainer: pl.Trainer) -> RunPlan | None:
+    """The plan that the Trainer's :class:`TrainingBudget` published (None while a time budget's
+    pace is being measured); without that callback, the plan of ``max_epochs`` / ``max_steps``."""
+    budget = next((callback for callback in trainer.callbacks if isinstance(callback, TrainingBudget)), None)
+    if budget is not None:
+        return budget.plan
+    return RunPlan(float(stepping_bound(trainer) or math.inf), steps_per_epoch(trainer))
 
 
 def stepping_bound(trainer: pl.Trainer) -> int | None:
@@ -60,7 +100,7 @@ class TrainingBudget(pl.Callback):
         self.start_step = 0
         self.start_time = 0.0
         self.timing = False  # whether steps are timed yet (from the end of the first)
-        self.planned: int | None = None
+        self.plan: RunPlan | None = None
         self.announced = False
 
     def on_train_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
@@ -79,6 +119,7 @@ class TrainingBudget(pl.Callback):
         ]
         self.timer = wall_clock_timer(trainer)
         self.start_step, self.start_time, self.timing = trainer.global_step, time.monotonic(), False
+        self.plan = None
         self.replan(trainer)
 
     def on_train_batch_end(
@@ -91,15 +132,16 @@ class TrainingBudget(pl.Callback):
             # The first step carries one-off costs (compilation, allocator, workers): time from its end.
             self.start_step, self.start_time, self.timing = trainer.global_step, time.monotonic(), True
         elif self.timer is not None and done >= self.measure_steps and (
-            self.planned is None or done % self.refine_every_n_steps == 0
+            self.plan is None or done % self.refine_every_n_steps == 0
         ):
             self.replan(trainer)
         if 0 < trainer.max_steps <= trainer.global_step:
             trainer.should_stop = True
 
-    def planned_steps(self, trainer: pl.Trainer) -> int | None:
-        """Optimizer steps the run will take: the epoch/step bound, and for a time budget the
-        steps done plus the remaining time over the measured time per step; None while unknown."""
+    def planned_steps(self, trainer: pl.Trainer) -> float | None:
+        """Optimizer steps the run will take: the epoch/step bound (inf without one), and for a
+        time budget the steps done plus the remaining time over the measured time per step;
+        None while that time is being measured."""
         bound = float(stepping_bound(trainer) or math.inf)
         done = trainer.global_step - self.start_step
         if self.timer is not None:
@@ -107,17 +149,21 @@ class TrainingBudget(pl.Callback):
                 return None
             seconds_per_step = (time.monotonic() - self.start_time) / done
             remaining = self.timer.time_remaining("train") or 0.0
-            bound = min(bound, trainer.global_step + remaining / seconds_per_step)
-        return int(bound) if math.isfinite(bound) else None
+            bound = min(bound, float(int(trainer.global_step + remaining / seconds_per_step)))
+        return bound
 
     def replan(self, trainer: pl.Trainer) -> None:
-        """Lay the schedules over the current plan and log it once, and when warmup is cut."""
-        planned = self.planned_steps(trainer)
+        """Publish the current plan, lay the schedules over it, and log it once (and when warmup
+        is cut)."""
+        steps = self.planned_steps(trainer)
         if self.timer is not None:  # measured per process: every process follows the first one's plan
-            planned = trainer.strategy.broadcast(planned, src=0)
-        if planned is None or planned == self.planned:
+            steps = trainer.strategy.broadcast(steps, src=0)
+        if steps is None or (self.plan is not None and self.plan.steps == steps):
             return
-        self.planned = planned
+        self.plan = RunPlan(steps, steps_per_epoch(trainer), estimated=self.timer is not None)
+        if not math.isfinite(steps):
+            return
+        planned = int(steps)
         shortened = [schedule for schedule in self.schedules if schedule.plan(planned, self.max_warmup_fraction)]
         for scheduler in self.schedulers:  # the rate in force now follows the new plan
             rates = [base * schedule(scheduler.last_epoch) for base, schedule in zip(scheduler.base_lrs, scheduler.lr_lambdas)]

@@ -21,6 +21,8 @@ import lightning.pytorch as pl
 from lightning.pytorch.callbacks import ProgressBar, RichProgressBar, Timer
 from rich.console import Console
 
+from core.training.budget import run_plan
+
 log = logging.getLogger(__name__)
 
 
@@ -81,13 +83,15 @@ class LogProgress(ProgressBar):
             log.info("epoch %d | step %d | validation | %s", trainer.current_epoch, trainer.global_step, format_metrics(metrics))
 
     def write_train_line(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
-        """One line: epoch, step of total, training metrics, speed, elapsed and remaining time."""
+        """One line: epoch, step of the planned total (:func:`core.training.budget.run_plan`),
+        training metrics, speed, elapsed and remaining time."""
         now = time.monotonic()
         self._last_line = now
         elapsed = now - self._start_time
-        step, total = trainer.global_step, trainer.estimated_stepping_batches
+        plan = run_plan(trainer)
+        step, total = trainer.global_step, plan.steps if plan is not None else math.inf
         steps_per_second = (step - self._start_step) / elapsed if elapsed > 0 else 0.0
-        parts = [f"epoch {trainer.current_epoch}", f"step {step}/{total}" if math.isfinite(total) else f"step {step}"]
+        parts = [f"epoch {trainer.current_epoch}", f"step {step}/{total:.0f}" if math.isfinite(total) else f"step {step}"]
         metrics = {k: v for k, v in self.get_metrics(trainer, pl_module).items() if k.startswith("train/")}
         if metrics:
             parts.append(format_metrics(metrics))

@@ -4,14 +4,13 @@ Trainer to the module's Mixup/CutMix and stochastic depth and to the datamodule'
 from __future__ import annotations
 
 from dataclasses import astuple
-from datetime import timedelta
 from types import SimpleNamespace
 
 import pytest
-from lightning.pytorch import Trainer
-from lightning.pytorch.callbacks import Timer
+from lightning.pytorch import Callback, LightningModule, Trainer
 
 from core.regularization import DropPath
+from core.training.budget import RunPlan, TrainingBudget, run_plan
 from tests.vision.vision_testdata import tiny_model_kwargs
 from vision import recipe
 from vision.module import ImageClassifier
@@ -21,8 +20,6 @@ from vision.recipe import (
     FULL_MIXUP_ALPHA,
     FULL_RE_PROB,
     crop_for,
-    planned_epochs,
-    planned_steps,
     ramp,
     regularization,
 )
@@ -69,46 +66,61 @@ def test_crop_follows_the_image_size() -> None:
     assert [crop_for(size) for size in (8, 32, 64, 96, 224)] == ["pad"] * 3 + ["random_resized"] * 2
 
 
-def budget_trainer(**values: object) -> SimpleNamespace:
-    defaults = dict(
-        max_epochs=None, max_steps=-1, num_training_batches=50, accumulate_grad_batches=1, callbacks=[], current_epoch=0
+class PlanWatch(Callback):
+    """Records, after every step, the epoch, the plan the module's regularization follows, the
+    budget's published plan and what :func:`run_plan` (the progress lines' source) returns."""
+
+    def __init__(self) -> None:
+        self.seen: list[tuple[int, RunPlan | None, RunPlan | None, RunPlan | None]] = []
+
+    def on_train_batch_end(self, trainer: Trainer, pl_module: LightningModule, *args: object) -> None:
+        budget = next(callback for callback in trainer.callbacks if isinstance(callback, TrainingBudget))
+        self.seen.append((trainer.current_epoch, pl_module.followed_plan, budget.plan, run_plan(trainer)))
+
+
+def test_a_time_budget_regularizes_from_its_first_plan_and_every_reader_sees_that_plan(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # Any plan regularizes, whatever this machine's pace: from 0.01 epochs and 1 step on.
+    monkeypatch.setattr(recipe, "START_EPOCHS", 0.01)
+    monkeypatch.setattr(recipe, "START_STEPS", 1.0)
+    data = SyntheticDataModule(
+        num_classes=3, train_size=64, val_size=4, test_size=4, img_size=16, batch_size=4, num_workers=0
     )
-    return SimpleNamespace(**{**defaults, **values})
+    module, watch = auto_classifier(), PlanWatch()
+    trainer = Trainer(
+        max_time={"seconds": 4}, max_epochs=1000, limit_val_batches=0, accelerator="cpu", logger=False,
+        enable_checkpointing=False, enable_progress_bar=False, enable_model_summary=False,
+        callbacks=[TrainingBudget(measure_steps=2, refine_every_n_steps=5), watch],
+    )
+    trainer.fit(module, datamodule=data)
+    planned = [(epoch, followed, published) for epoch, followed, published, read in watch.seen if published is not None]
+    assert planned and planned[0][0] == 0  # planned inside the first epoch, after two timed steps
+    for epoch, followed, published, read in watch.seen:
+        assert read is published  # the progress lines read the published plan itself
+        assert followed is None or followed.steps_per_epoch == 16
+    first_plan = planned[0][2]
+    assert first_plan.estimated and first_plan.steps_per_epoch == 16 and first_plan.steps >= 3
+    # From the step after the first plan, the module's regularization follows a published plan.
+    followed_at = [followed for epoch, followed, published, read in watch.seen if followed is not None]
+    assert followed_at and followed_at[0] is first_plan
+    assert module.regularization == regularization(module.followed_plan.epochs, module.followed_plan.steps)
+    assert module.regularization.rand_augment > 0 and data.augment_strength.get() > 0
 
 
-class StoppedWatch(Timer):
-    """A Timer frozen at ``elapsed`` seconds of training with ``remaining`` left."""
+def test_the_plan_of_epoch_and_step_budgets() -> None:
+    def plan(**values: object) -> RunPlan:
+        defaults = dict(
+            num_training_batches=50, accumulate_grad_batches=1, callbacks=[], estimated_stepping_batches=1500, training=False
+        )
+        found = run_plan(SimpleNamespace(**{**defaults, **values}))
+        assert found is not None
+        return found
 
-    def __init__(self, elapsed: float, remaining: float) -> None:
-        super().__init__(duration=timedelta(seconds=elapsed + remaining))
-        self.elapsed, self.remaining = elapsed, remaining
-
-    def time_elapsed(self, stage: object = None) -> float:
-        return self.elapsed
-
-    def time_remaining(self, stage: object = None) -> float:
-        return self.remaining
-
-
-def test_planned_epochs_from_every_kind_of_budget() -> None:
-    assert planned_epochs(budget_trainer(max_epochs=30)) == 30
-    assert planned_epochs(budget_trainer(max_epochs=-1)) == float("inf")
-    assert planned_epochs(budget_trainer(max_epochs=30, max_steps=500)) == 10  # 50 steps an epoch
-    assert planned_epochs(budget_trainer(max_epochs=30, max_steps=500, accumulate_grad_batches=2)) == 20
-    # A time budget: unknown (so nothing) before an epoch is timed, then the pace so far.
-    assert planned_epochs(budget_trainer(max_epochs=100, callbacks=[StoppedWatch(0.0, 600.0)])) == 0
-    timed = budget_trainer(max_epochs=100, current_epoch=2, callbacks=[StoppedWatch(60.0, 600.0)])
-    assert planned_epochs(timed) == pytest.approx(22)
-    assert planned_epochs(budget_trainer(max_epochs=5, current_epoch=2, callbacks=[StoppedWatch(60.0, 600.0)])) == 5
-
-
-def test_planned_steps_follow_the_loader_and_max_steps() -> None:
-    assert planned_steps(budget_trainer(), 30) == 1500  # 50 batches an epoch
-    assert planned_steps(budget_trainer(accumulate_grad_batches=2), 30) == 750
-    assert planned_steps(budget_trainer(), 0) == 0  # a time budget before its first epoch is timed
-    unknown_length = budget_trainer(num_training_batches=float("inf"))
-    assert planned_steps(unknown_length, 3) == float("inf")
-    assert planned_steps(budget_trainer(num_training_batches=float("inf"), max_steps=500), 3) == 500
+    assert (plan().steps, plan().steps_per_epoch, plan().epochs) == (1500, 50, 30)
+    assert plan(accumulate_grad_batches=2, estimated_stepping_batches=750).epochs == 30
+    assert plan(estimated_stepping_batches=float("inf")).epochs == float("inf")  # no bound at all
+    assert plan(num_training_batches=float("inf"), estimated_stepping_batches=500).epochs == 0  # unknown length
 
 
 def auto_classifier() -> ImageClassifier:

@@ -1,5 +1,6 @@
-"""``core/`` holds the paper's blocks; the training machinery lives in ``core.training``, which the
-blocks never import."""
+"""The layout that keeps the layers apart: ``core/`` holds the paper's blocks and the training
+machinery lives in ``core.training``, which the blocks never import; the translation product does
+not lean on the walkthrough tutorial."""
 
 from __future__ import annotations
 
@@ -23,3 +24,9 @@ def test_core_holds_the_blocks_and_they_import_no_machinery() -> None:
     for name in BLOCKS:
         imported = imported_modules(root / f"{name}.py")
         assert not {module for module in imported if module.startswith(("core.training", "lightning", "hydra"))}, name
+
+
+def test_the_translation_product_does_not_import_the_walkthrough() -> None:
+    root = Path(core.__file__).parents[1] / "nlp"
+    for path in root.glob("*.py"):
+        assert not {module for module in imported_modules(path) if module.startswith("nlp.walkthrough")}, path.name

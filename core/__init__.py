@@ -3,58 +3,59 @@
 Torch only: importing ``core`` loads neither Lightning nor Hydra. The blocks live here, one file
 each (attention, cache, feedforward, layers, masks, positional, regularization, schedules,
 stacks); the training machinery both heads share lives in :mod:`core.training` and is imported
-explicitly.
+explicitly. The names below load on first use (PEP 562), so a command that only reads its
+arguments, or a module of :mod:`core.training`, does not pay for importing torch.
 """
 
-from core.attention import (
-    MultiHeadAttention,
-    attention_scores,
-    recorded_attention_weights,
-    scaled_dot_product,
-)
-from core.cache import AttentionCache, DecoderCache
-from core.training.checkpoint_loading import load_checkpoint, load_module
-from core.feedforward import FeedForward
-from core.layers import DecoderLayer, EncoderLayer, add_norm
-from core.masks import causal_mask, merge_masks, padding_mask, padding_mask_from_ids
-from core.positional import (
-    LearnedPositionalEmbedding,
-    SinusoidalPositionalEncoding,
-    sincos_2d,
-    sinusoidal_table,
-)
-from core.regularization import DropPath, LayerScale
-from core.schedules import BudgetedSchedule, InverseSqrt, WarmupCosine, inverse_sqrt, warmup_cosine
-from core.stacks import Decoder, Encoder
+from __future__ import annotations
 
-__all__ = [
-    "AttentionCache",
-    "BudgetedSchedule",
-    "Decoder",
-    "DecoderCache",
-    "DecoderLayer",
-    "DropPath",
-    "Encoder",
-    "EncoderLayer",
-    "FeedForward",
-    "InverseSqrt",
-    "LayerScale",
-    "LearnedPositionalEmbedding",
-    "MultiHeadAttention",
-    "SinusoidalPositionalEncoding",
-    "WarmupCosine",
-    "add_norm",
-    "attention_scores",
-    "causal_mask",
-    "inverse_sqrt",
-    "load_checkpoint",
-    "load_module",
-    "merge_masks",
-    "padding_mask",
-    "padding_mask_from_ids",
-    "recorded_attention_weights",
-    "scaled_dot_product",
-    "sincos_2d",
-    "sinusoidal_table",
-    "warmup_cosine",
-]
+from importlib import import_module
+from typing import Any
+
+# Public name -> the module that defines it.
+_EXPORTS = {
+    "AttentionCache": "core.cache",
+    "BudgetedSchedule": "core.schedules",
+    "Decoder": "core.stacks",
+    "DecoderCache": "core.cache",
+    "DecoderLayer": "core.layers",
+    "DropPath": "core.regularization",
+    "Encoder": "core.stacks",
+    "EncoderLayer": "core.layers",
+    "FeedForward": "core.feedforward",
+    "InverseSqrt": "core.schedules",
+    "LayerScale": "core.regularization",
+    "LearnedPositionalEmbedding": "core.positional",
+    "MultiHeadAttention": "core.attention",
+    "SinusoidalPositionalEncoding": "core.positional",
+    "WarmupCosine": "core.schedules",
+    "add_norm": "core.layers",
+    "attention_scores": "core.attention",
+    "causal_mask": "core.masks",
+    "inverse_sqrt": "core.schedules",
+    "load_checkpoint": "core.training.checkpoint_loading",
+    "load_module": "core.training.checkpoint_loading",
+    "merge_masks": "core.masks",
+    "padding_mask": "core.masks",
+    "padding_mask_from_ids": "core.masks",
+    "recorded_attention_weights": "core.attention",
+    "scaled_dot_product": "core.attention",
+    "sincos_2d": "core.positional",
+    "sinusoidal_table": "core.positional",
+    "warmup_cosine": "core.schedules",
+}
+
+__all__ = sorted(_EXPORTS)
+
+
+def __getattr__(name: str) -> Any:
+    """``core.<name>``, imported from its module when first asked for."""
+    if name not in _EXPORTS:
+        raise AttributeError(f"module 'core' has no attribute {name!r}")
+    value = getattr(import_module(_EXPORTS[name]), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(_EXPORTS))

@@ -15,10 +15,6 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-import torch
-
-from core.training.checkpoint_loading import load_checkpoint
-from core.training.checkpoint_saving import AtomicCheckpointIO
 from core.training.cli import ArgumentParser, command
 from core.training.errors import InputError
 
@@ -28,6 +24,8 @@ SHARED_HYPERPARAMETERS = ("model", "tokenizer")
 
 def training_checkpoint(path: Path) -> dict[str, Any]:
     """A checkpoint written by a training run, read as plain data (``weights_only``)."""
+    from core.training.checkpoint_loading import load_checkpoint  # torch: after the arguments are read
+
     checkpoint = load_checkpoint(path)
     missing = {"hyper_parameters", "state_dict"} - checkpoint.keys()
     if missing:
@@ -65,6 +63,8 @@ def check_compatible(reference: dict[str, Any], reference_path: Path, checkpoint
 def average_checkpoints(paths: list[Path]) -> dict[str, Any]:
     """The last checkpoint of ``paths`` with each floating-point ``state_dict`` tensor replaced by
     its mean over all of them; the checkpoints are read one at a time."""
+    import torch
+
     if not paths:
         raise InputError("no checkpoints to average; pass one or more .ckpt files")
     first = training_checkpoint(paths[0])
@@ -86,7 +86,7 @@ def average_checkpoints(paths: list[Path]) -> dict[str, Any]:
 
 
 @command
-def main(argv: list[str] | None = None) -> Path:
+def main(argv: list[str] | None = None) -> None:
     """Average the checkpoints on the command line into ``--out`` (written atomically)."""
     parser = ArgumentParser(prog="python -m nlp.average", description=__doc__.splitlines()[0])
     parser.add_argument(
@@ -95,9 +95,10 @@ def main(argv: list[str] | None = None) -> Path:
     parser.add_argument("--out", type=Path, required=True, help="the averaged checkpoint to write")
     args = parser.parse_args(argv)
     averaged = average_checkpoints(args.checkpoints)
+    from core.training.checkpoint_saving import AtomicCheckpointIO
+
     AtomicCheckpointIO().save_checkpoint(averaged, args.out)
     print(f"averaged {len(args.checkpoints)} checkpoints into {args.out}")
-    return args.out
 
 
 if __name__ == "__main__":

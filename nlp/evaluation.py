@@ -1,13 +1,4 @@
-"""``python -m nlp.evaluate ckpt_path=CKPT [data=...] [split=test|val|train]``: score a trained
-translation model without training (config ``conf/nlp_eval.yaml``).
-
-Writes ``metrics.json`` in the run directory: ``{split}/bleu`` and ``{split}/chrf`` of the
-detokenized beam-search output with their sacreBLEU signatures (``{split}/bleu_signature``,
-``{split}/chrf_signature``), ``{split}/loss`` and ``{split}/rep4``. ``module.beam_size``,
-``module.length_penalty``, ``module.no_repeat_ngram_size``, ``module.max_len_a`` and
-``module.max_len_b`` override the checkpoint's decoding settings. Sentences are encoded with the
-checkpoint's tokenizer and ``max_len``; without ``data=`` the training run's data is used.
-"""
+"""What ``python -m nlp.evaluate`` runs (see that command for the options and outputs)."""
 
 from __future__ import annotations
 
@@ -17,7 +8,6 @@ from typing import Any
 import lightning.pytorch as pl
 from omegaconf import DictConfig
 
-from core.training.cli import hydra_app
 from core.training.evaluation import EvaluationReport, Metrics, checkpoint_path, evaluate
 from nlp.module import TranslationModule, load_translator
 
@@ -44,13 +34,3 @@ def evaluate_translator(cfg: DictConfig) -> Metrics:
     """Evaluate the checkpoint ``cfg.ckpt_path`` as ``cfg`` says; returns what ``metrics.json`` holds."""
     translator = load_translator(checkpoint_path(cfg))
     return evaluate(cfg, translator, encoding(translator, Path(cfg.paths.output_dir)), [SacreBleuSignatures()])
-
-
-@hydra_app("nlp_eval")
-def main(cfg: DictConfig) -> float:
-    """Evaluate the checkpoint; returns the split's BLEU (for sweeps)."""
-    return float(evaluate_translator(cfg)[f"{cfg.split}/bleu"])
-
-
-if __name__ == "__main__":
-    main()

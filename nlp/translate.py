@@ -14,12 +14,14 @@ import argparse
 import sys
 from collections.abc import Iterable, Iterator
 from itertools import islice
+from typing import TYPE_CHECKING
 
 from core.training.cli import ArgumentParser, add_device_option, command, png_path, positive_int
 from core.training.errors import InputError
-from nlp.attention_plot import check_layer, cross_attention, draw_alignment
 from nlp.corpora import Utf8Lines
-from nlp.module import TranslationModule, load_translator
+
+if TYPE_CHECKING:
+    from nlp.module import TranslationModule
 
 
 def one_line(text: str) -> str:
@@ -78,6 +80,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 
 def write_attention(translator: TranslationModule, args: argparse.Namespace) -> None:
     """Translate the one ``--text`` sentence, print it, and draw its cross-attention."""
+    from nlp.attention_plot import cross_attention, draw_alignment
+
     alignment = cross_attention(translator, args.text[0], args.beam, args.max_len)
     print(one_line(alignment.translation), flush=True)
     written = draw_alignment(alignment, args.attention, args.attention_layer)
@@ -88,6 +92,10 @@ def write_attention(translator: TranslationModule, args: argparse.Namespace) -> 
 def main(argv: list[str] | None = None) -> None:
     """Translate ``--text`` sentences or stdin lines with a checkpoint, one line each to stdout."""
     args = parse_args(argv)
+    # torch, Lightning and the model load after the arguments are read
+    from nlp.attention_plot import check_layer
+    from nlp.module import load_translator
+
     translator = load_translator(args.checkpoint, map_location=args.device).to(args.device)
     if args.max_len is not None and args.max_len > translator.net.max_len:
         raise InputError(f"--max-len must be in 1..{translator.net.max_len} (the model's max_len), got {args.max_len}")

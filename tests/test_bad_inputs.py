@@ -1,12 +1,12 @@
-"""Bad input to the six commands, as a user gives it: each case runs the command as a subprocess
-and expects exit status 2, one line ``error: ...`` on stderr that names the input, and no
-traceback. Most cases are config values refused before any work starts, so each runs in the
-time it takes to start the command."""
+"""Bad input to the commands, as a user gives it: each case runs the command's ``main`` in this
+process, with the command line it would get, and expects exit status 2 and one line
+``error: ...`` on stderr that names the input (an exception other than ``SystemExit`` would be a
+traceback). ``tests/test_commands.py`` runs every command once as a process."""
 
 from __future__ import annotations
 
+import importlib
 import os
-import subprocess
 import sys
 from dataclasses import dataclass
 from pathlib import Path
@@ -51,6 +51,9 @@ CASES = {
     "vision.train unknown precision": Case("vision.train", ("trainer.precision=bf17",), "trainer.precision"),
     "vision.train unknown config key": Case("vision.train", ("trainer.max_epoch=3",), "trainer.max_epoch"),
     "vision.train max_time not a duration": Case("vision.train", ("trainer.max_time=10min",), "trainer.max_time"),
+    "vision.train class pooling without a class token": Case(
+        "vision.train", (*VISION_TRAIN, "model.class_token=false"), "needs class_token=True"
+    ),
     "vision.train truncated checkpoint to resume": Case(
         "vision.train", (*VISION_TRAIN, "ckpt_path={files}/truncated.ckpt"), "{files}/truncated.ckpt"
     ),
@@ -136,31 +139,39 @@ def files(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return folder
 
 
-@pytest.mark.slow
+HYDRA_COMMANDS = ("vision.train", "nlp.train", "vision.evaluate", "nlp.evaluate")
+
+
+def run_command(command: str, args: list[str], monkeypatch: pytest.MonkeyPatch) -> int:
+    """``python -m command args`` in this process: its exit status."""
+    module = importlib.import_module(f"{command}.cli" if command == "nlp.walkthrough" else command)
+    monkeypatch.delenv("HYDRA_FULL_ERROR", raising=False)
+    with pytest.raises(SystemExit) as exited:
+        if command in HYDRA_COMMANDS:
+            monkeypatch.setattr(sys, "argv", [f"{command.replace('.', '/')}.py", *args])
+            module.main()
+        else:
+            module.main(args)
+    return exited.value.code
+
+
 @pytest.mark.parametrize("name", list(CASES))
-def test_bad_input_ends_in_one_error_line(name: str, files: Path, tmp_path: Path) -> None:
+def test_bad_input_ends_in_one_error_line(
+    name: str, files: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
     case = CASES[name]
     args = [arg.format(files=files) for arg in case.args]
     if case.command.endswith(".train"):
         args.append(f"hydra.run.dir={tmp_path / 'run'}")
-    result = subprocess.run(
-        [sys.executable, "-m", case.command, *args], cwd=ROOT, capture_output=True, env=ENV, timeout=300
-    )
-    stderr = result.stderr.decode(errors="replace")
-    assert "Traceback" not in stderr, stderr[-3000:]
-    assert result.returncode == 2, stderr[-3000:]
+    status = run_command(case.command, args, monkeypatch)
+    stderr = capsys.readouterr().err
+    assert status == 2, stderr[-3000:]
     lines = stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("error: "), stderr[-3000:]
     assert case.names.format(files=files) in lines[0]
 
 
-@pytest.mark.parametrize("command", ["vision.train", "nlp.train"])
-def test_training_commands_read_the_command_line_before_importing_lightning_or_timm(command: str) -> None:
-    # A refused value costs the start of Python and torch, not the imports of a training run;
-    # `vision.VisionTransformer` still resolves (on first use).
-    code = (
-        f"import sys, {command}; heavy = sorted({{m.split('.')[0] for m in sys.modules}} & {{'lightning', 'timm'}}); "
-        "import vision; print(heavy, vision.VisionTransformer.__module__)"
-    )
-    result = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, env=ENV, timeout=300)
-    assert result.stdout.split() == ["[]", "vision.model"], result.stderr[-3000:]
+def test_the_model_class_of_the_vision_head_loads_on_first_use() -> None:
+    import vision
+
+    assert vision.VisionTransformer.__module__ == "vision.model"

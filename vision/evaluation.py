@@ -1,11 +1,4 @@
-"""``python -m vision.evaluate ckpt_path=CKPT [data=...] [split=test|val|train]``: score a trained Vision
-Transformer without training (config ``conf/vision_eval.yaml``).
-
-Writes ``metrics.json`` in the run directory (``{split}/acc``, ``{split}/acc5``, ``{split}/loss``
-and each class's accuracy ``{split}/class_acc/<name>``) and ``confusion_matrix.png``. Images are
-preprocessed with the checkpoint's evaluation data config (size, interpolation, mean, std), the
-data chooses which images; without ``data=`` the training run's data is used.
-"""
+"""What ``python -m vision.evaluate`` runs (see that command for the options and outputs)."""
 
 from __future__ import annotations
 
@@ -19,7 +12,6 @@ from omegaconf import DictConfig
 from torch import Tensor, nn
 from torchmetrics.classification import MulticlassConfusionMatrix
 
-from core.training.cli import hydra_app
 from core.training.evaluation import EvaluationReport, Metrics, checkpoint_path, evaluate
 from vision.inference import data_config, load_classifier
 from vision.module import ImageClassifier
@@ -103,13 +95,3 @@ def evaluate_classifier(cfg: DictConfig) -> Metrics:
     classifier = load_classifier(checkpoint_path(cfg))
     report = ConfusionReport(list(classifier.hparams.class_names))
     return evaluate(cfg, classifier, preprocessing(classifier), [report])
-
-
-@hydra_app("vision_eval")
-def main(cfg: DictConfig) -> float:
-    """Evaluate the checkpoint; returns the split's top-1 accuracy (for sweeps)."""
-    return float(evaluate_classifier(cfg)[f"{cfg.split}/acc"])
-
-
-if __name__ == "__main__":
-    main()

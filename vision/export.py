@@ -20,26 +20,12 @@ from __future__ import annotations
 
 import argparse
 import importlib.util
-import json
-import warnings
-from collections.abc import Callable
 from pathlib import Path
 
-import numpy as np
-import torch
-from torch import Tensor
-
-from core.training.atomic import atomic_path
 from core.training.cli import ArgumentParser, add_device_option, command
 from core.training.errors import InputError
-from vision.inference import data_config, load_classifier
-from vision.model import VisionTransformer
-from vision.module import ImageClassifier
 
 SUFFIXES = {"onnx": ".onnx", "torchscript": ".pt", "exported": ".pt2"}
-EXAMPLE_BATCH = 2  # torch.export specializes sizes 0 and 1, so the traced example has 2 images
-CHECK_BATCHES = (1, 3, 8)
-TOLERANCE = 1e-4  # relative and absolute, on logits
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
@@ -70,92 +56,15 @@ def check_request(path: Path, export_format: str) -> None:
         raise InputError(f"--out {path}: torch.export archives must end in .pt2; use {path.with_suffix('.pt2')}")
 
 
-def metadata(classifier: ImageClassifier) -> dict[str, str]:
-    """What a user of the exported file needs besides the network, as JSON strings: the
-    checkpoint's evaluation data config (the arguments of :func:`vision.transforms.eval_transform`)
-    and the class names in logit order."""
-    return {
-        "data_config": json.dumps(data_config(classifier)),
-        "class_names": json.dumps(list(classifier.hparams.class_names)),
-    }
-
-
-def example_images(net: VisionTransformer, batch: int, device: torch.device | str) -> Tensor:
-    """Random normalized images [batch, 3, H, W] at the network's size."""
-    generator = torch.Generator().manual_seed(batch)
-    return torch.randn(batch, net.patch_embed.in_chans, *net.img_size, generator=generator).to(device)
-
-
-def write_onnx(net: VisionTransformer, example: Tensor, path: Path, extra: dict[str, str]) -> Callable[[Tensor], Tensor] | None:
-    """ONNX with a dynamic ``batch`` axis; returns an onnxruntime runner, or None without it."""
-    batch = torch.export.Dim("batch", min=1)
-    program = torch.onnx.export(
-        net,
-        (example,),
-        input_names=["images"],
-        output_names=["logits"],
-        dynamic_shapes=({0: batch},),
-        dynamo=True,
-        verbose=False,
-    )
-    program.model.metadata_props.update(extra)
-    program.save(path, external_data=False)
-    try:
-        import onnxruntime
-    except ImportError:
-        return None
-    session = onnxruntime.InferenceSession(str(path), providers=["CPUExecutionProvider"])
-    return lambda images: torch.from_numpy(np.asarray(session.run(None, {"images": images.cpu().numpy()})[0]))
-
-
-def write_torchscript(net: VisionTransformer, example: Tensor, path: Path, extra: dict[str, str]) -> Callable[[Tensor], Tensor]:
-    """A traced TorchScript module. The image size is fixed, so the tracer's warnings about shape
-    checks that became constants are expected; torch's notice that TorchScript is deprecated (in
-    favour of ``exported``) is known to whoever picks this format. Both are silenced."""
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", torch.jit.TracerWarning)
-        warnings.simplefilter("ignore", FutureWarning)
-        traced = torch.jit.trace(net, example)
-        torch.jit.save(traced, str(path), _extra_files={f"{key}.json": value for key, value in extra.items()})
-        return torch.jit.load(str(path), map_location=example.device)
-
-
-def write_exported(net: VisionTransformer, example: Tensor, path: Path, extra: dict[str, str]) -> Callable[[Tensor], Tensor]:
-    """A ``torch.export`` program with a dynamic batch dimension, saved as a ``.pt2`` archive."""
-    batch = torch.export.Dim("batch", min=1)
-    program = torch.export.export(net, (example,), dynamic_shapes=({0: batch},))
-    torch.export.save(program, path, extra_files={f"{key}.json": value for key, value in extra.items()})
-    return torch.export.load(path).module()
-
-
-WRITERS = {"onnx": write_onnx, "torchscript": write_torchscript, "exported": write_exported}
-
-
-@torch.no_grad()
-def export(classifier: ImageClassifier, export_format: str, out: Path) -> float | None:
-    """Write ``classifier.net`` to ``out`` in ``export_format`` (atomically) after checking the
-    written file against the eager logits at :data:`CHECK_BATCHES` images; returns the largest
-    absolute difference, or None when the ONNX check could not run (no onnxruntime)."""
-    net = classifier.net.eval()
-    device = classifier.device
-    with atomic_path(out) as tmp:
-        run = WRITERS[export_format](net, example_images(net, EXAMPLE_BATCH, device), tmp, metadata(classifier))
-        if run is None:
-            return None
-        worst = 0.0
-        for batch in CHECK_BATCHES:
-            images = example_images(net, batch, device)
-            expected, actual = net(images).cpu(), run(images).cpu()
-            torch.testing.assert_close(actual, expected, rtol=TOLERANCE, atol=TOLERANCE)
-            worst = max(worst, float((actual - expected).abs().max()))
-    return worst
-
-
 @command
 def main(argv: list[str] | None = None) -> None:
     """Export the checkpoint's network and print what was written and how it was checked."""
     args = parse_args(argv)
     check_request(args.out, args.format)
+    # torch, timm and Lightning load after the arguments are read
+    from vision.exporters import CHECK_BATCHES, export
+    from vision.inference import load_classifier
+
     classifier = load_classifier(args.checkpoint, args.device)
     worst = export(classifier, args.format, args.out)
     if worst is None:

@@ -13,9 +13,12 @@ import sys
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 
+from typing import TYPE_CHECKING
+
 from core.training.cli import ArgumentParser, add_device_option, command, positive_int
-from vision.inference import load_classifier, load_image, preprocess, top_k
-from vision.module import ImageClassifier
+
+if TYPE_CHECKING:
+    from vision.module import ImageClassifier
 
 Ranked = list[tuple[str, float]]
 
@@ -43,6 +46,8 @@ def predictions(
     classifier: ImageClassifier, paths: Sequence[str], k: int, batch_size: int
 ) -> Iterator[tuple[str, Ranked]]:
     """(path, top-``k`` classes) of each image in order, reading ``batch_size`` images at a time."""
+    from vision.inference import load_image, preprocess, top_k
+
     for start in range(0, len(paths), batch_size):
         chunk = paths[start : start + batch_size]
         batch = preprocess(classifier, [load_image(path) for path in chunk])
@@ -77,6 +82,8 @@ def main(argv: list[str] | None = None) -> None:
     missing = next((path for path in args.images if not Path(path).is_file()), None)
     if missing is not None:  # before any work, not after printing half the results
         raise FileNotFoundError(f"image {missing} does not exist (or is not a file); check the path")
+    from vision.inference import load_classifier  # torch, timm and Lightning load after the arguments are read
+
     classifier = load_classifier(args.checkpoint, args.device)
     results = predictions(classifier, args.images, args.top_k, args.batch_size)
     if args.json:

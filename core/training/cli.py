@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 import functools
 import os
+import re
 import sys
 from datetime import datetime
 from collections.abc import Callable
@@ -54,7 +55,9 @@ def command(main: Callable[..., T]) -> Callable[..., T]:
 
 class ArgumentParser(argparse.ArgumentParser):
     """``argparse.ArgumentParser`` whose usage errors follow the convention (one ``error:`` line,
-    status 2) and which has ``--debug`` (show tracebacks) built in."""
+    status 2) and which has ``--debug`` (show tracebacks) built in. A ``--device`` left out
+    (:func:`add_device_option`) is chosen after parsing, so ``--help`` and a usage error return
+    before torch is imported."""
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
@@ -63,6 +66,12 @@ class ArgumentParser(argparse.ArgumentParser):
     def error(self, message: str) -> NoReturn:
         """One line naming the bad option and pointing to ``--help``, then exit 2."""
         fail(f"{message}; see {self.prog} --help")
+
+    def parse_args(self, args: Any = None, namespace: Any = None) -> argparse.Namespace:  # type: ignore[override]
+        parsed = super().parse_args(args, namespace)
+        if "device" in vars(parsed) and parsed.device is None:
+            parsed.device = default_device()
+        return parsed
 
 
 def default_device() -> str:
@@ -91,10 +100,10 @@ def torch_device(text: str) -> str:
 
 
 def add_device_option(parser: argparse.ArgumentParser) -> None:
-    """``--device``, defaulting to the GPU when there is one; a device the machine lacks is a
-    usage error."""
+    """``--device``, defaulting to the GPU when there is one (chosen by
+    :meth:`ArgumentParser.parse_args`); a device the machine lacks is a usage error."""
     parser.add_argument(
-        "--device", type=torch_device, default=default_device(), help="torch device (default: cuda when present, else cpu)"
+        "--device", type=torch_device, default=None, help="torch device (default: cuda when present, else cpu)"
     )
 
 
@@ -141,9 +150,14 @@ def hydra_app(config_name: str) -> Callable[[Callable[[Any], T]], Callable[[], T
                     raise
                 fail(str(error))
             except InstantiationException as error:  # a class built from the config refused its arguments
-                if user_wants_traceback or not isinstance(error.__cause__, (InputError, FileNotFoundError)):
+                cause = error.__cause__
+                if user_wants_traceback or not isinstance(cause, (InputError, FileNotFoundError, ValueError)):
                     raise
-                fail(str(error.__cause__))
+                if isinstance(cause, (InputError, FileNotFoundError)):
+                    fail(str(cause))
+                # A constructor's own check of a value: name the config entry it came from.
+                entry = re.search(r"full_key: (\S+)", str(error))
+                fail(f"{cause} ({'config entry ' + entry.group(1) if entry else 'a config value'}); fix it on the command line")
 
         app = hydra.main(version_base="1.3", config_path="../conf", config_name=config_name)(guarded_task)
 

@@ -14,7 +14,7 @@ from omegaconf import DictConfig
 from sacrebleu.metrics import BLEU, CHRF
 
 from core.training.errors import InputError
-from nlp import evaluate
+from nlp import evaluate, evaluation
 from nlp.decoding import repetition_rate
 from nlp.module import load_translator
 from nlp.tokenizer import SubwordTokenizer
@@ -53,7 +53,7 @@ def test_scores_are_sacrebleus_on_the_modules_translations(beam: int, checkpoint
     references = write_corpus(path, checkpoint, beam)
     files = ["data=files", f"data.train={path}", f"data.val={path}", f"data.test={path}"]
     cfg = eval_config(tmp_path, f"ckpt_path={checkpoint}", *files, f"module.beam_size={beam}")
-    metrics = evaluate.evaluate_translator(cfg)
+    metrics = evaluation.evaluate_translator(cfg)
     assert json.loads((tmp_path / "metrics.json").read_text()) == metrics
     hypotheses = load_translator(checkpoint).translate([source for source, _ in TOY_PAIRS], beam_size=beam)
     bleu, chrf = BLEU(), CHRF()
@@ -66,12 +66,12 @@ def test_scores_are_sacrebleus_on_the_modules_translations(beam: int, checkpoint
 
 
 def test_no_repeat_option_overrides_the_checkpoint(checkpoint: Path, tmp_path: Path) -> None:
-    plain = evaluate.evaluate_translator(eval_config(tmp_path / "a", f"ckpt_path={checkpoint}", "data=toy"))
+    plain = evaluation.evaluate_translator(eval_config(tmp_path / "a", f"ckpt_path={checkpoint}", "data=toy"))
     assert plain["test/rep4"] > 0  # the untrained model babbles
     cfg = eval_config(
         tmp_path / "b", f"ckpt_path={checkpoint}", "data=toy", "module.no_repeat_ngram_size=2", "split=train"
     )
-    blocked = evaluate.evaluate_translator(cfg)
+    blocked = evaluation.evaluate_translator(cfg)
     assert blocked["train/rep4"] == 0.0 and blocked["split"] == "train"
 
 
@@ -87,7 +87,7 @@ def test_no_repeat_option_overrides_the_checkpoint(checkpoint: Path, tmp_path: P
 def test_bad_settings_are_input_errors(overrides: list[str], message: str, checkpoint: Path, tmp_path: Path) -> None:
     cfg = eval_config(tmp_path, f"ckpt_path={checkpoint}", "data=toy", *overrides)
     with pytest.raises(InputError, match=message):
-        evaluate.evaluate_translator(cfg)
+        evaluation.evaluate_translator(cfg)
 
 
 @pytest.mark.parametrize("kind", ["vision checkpoint", "garbage", "empty"])

@@ -13,7 +13,7 @@ from PIL import Image
 
 from core import load_module
 from tests.vision.vision_testdata import write_classifier_checkpoint, write_image
-from vision import explain, predict
+from vision import explain, inference, predict
 from vision.inference import top_k
 from vision.module import ImageClassifier
 
@@ -92,13 +92,13 @@ def test_predict_streams_the_images_in_batches_in_order(
 ) -> None:
     images = [str(write_image(tmp_path / f"{index}.png", size=(20 + index, 30))) for index in range(5)]
     batches: list[int] = []
-    real_preprocess = predict.preprocess
+    real_preprocess = inference.preprocess
 
     def recording_preprocess(classifier: ImageClassifier, loaded: list) -> torch.Tensor:
         batches.append(len(loaded))
         return real_preprocess(classifier, loaded)
 
-    monkeypatch.setattr(predict, "preprocess", recording_preprocess)
+    monkeypatch.setattr(inference, "preprocess", recording_preprocess)
     predict.main([checkpoint, *images, "--batch-size", "2", "--json", "--top-k", "2", "--device", "cpu"])
     assert batches == [2, 2, 1]
     report = json.loads(capsys.readouterr().out)

@@ -13,7 +13,7 @@ import pytest
 import torch
 
 from tests.vision.vision_testdata import write_classifier_checkpoint
-from vision import export
+from vision import export, exporters
 from vision.inference import data_config, load_classifier
 
 
@@ -70,7 +70,7 @@ def test_a_failed_export_leaves_no_file(checkpoint: Path, tmp_path: Path, monkey
     def broken(*args: object) -> None:
         raise RuntimeError("export failed")
 
-    monkeypatch.setitem(export.WRITERS, "exported", broken)
+    monkeypatch.setitem(exporters.WRITERS, "exported", broken)
     with pytest.raises(RuntimeError, match="export failed"):
         export.main([str(checkpoint), "--format", "exported", "--out", str(out), "--device", "cpu"])
     assert [path.name for path in tmp_path.iterdir()] == ["vit.pt2"] and out.read_bytes() == b"the previous export"

@@ -1,0 +1,28 @@
+"""``python -m nlp.evaluate ckpt_path=CKPT [data=...] [split=test|val|train]``: score a trained
+translation model without training (config ``conf/nlp_eval.yaml``).
+
+Writes ``metrics.json`` in the run directory: ``{split}/bleu`` and ``{split}/chrf`` of the
+detokenized beam-search output with their sacreBLEU signatures (``{split}/bleu_signature``,
+``{split}/chrf_signature``), ``{split}/loss`` and ``{split}/rep4``. ``module.beam_size``,
+``module.length_penalty``, ``module.no_repeat_ngram_size``, ``module.max_len_a`` and
+``module.max_len_b`` override the checkpoint's decoding settings. Sentences are encoded with the
+checkpoint's tokenizer and ``max_len``; without ``data=`` the training run's data is used.
+"""
+
+from __future__ import annotations
+
+from omegaconf import DictConfig
+
+from core.training.cli import hydra_app
+
+
+@hydra_app("nlp_eval")
+def main(cfg: DictConfig) -> float:
+    """Evaluate the checkpoint; returns the split's BLEU (for sweeps)."""
+    from nlp.evaluation import evaluate_translator  # Lightning and the model load after the config is read
+
+    return float(evaluate_translator(cfg)[f"{cfg.split}/bleu"])
+
+
+if __name__ == "__main__":
+    main()

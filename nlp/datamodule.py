@@ -11,6 +11,7 @@ import lightning.pytorch as pl
 from torch.utils.data import DataLoader
 
 from core.training.data_cache import cache_root
+from core.training.errors import InputError
 from core.training.resumable import ResumableLoader, trained_position
 from nlp.batch_size import AUTO, STEPS_ONLY_TOKENS, auto_max_tokens
 from nlp.batching import Collator, TokenBudgetBatchSampler
@@ -88,15 +89,15 @@ class TranslationDataModule(pl.LightningDataModule):
     ) -> None:
         super().__init__()
         if corpus not in CORPORA:
-            raise ValueError(f"data.corpus must be one of {CORPORA}, got {corpus!r}")
+            raise InputError(f"data.corpus must be one of {CORPORA}, got {corpus!r}")
         if corpus == "files" and (train is None or val is None):
-            raise ValueError("data=files needs data.train=PATH and data.val=PATH (TSV files or parallel-file prefixes)")
+            raise InputError("data=files needs data.train=PATH and data.val=PATH (TSV files or parallel-file prefixes)")
         if corpus == "hf" and not dataset:
-            raise ValueError("data=hf needs data.dataset=NAME (e.g. bentrevett/multi30k or wmt/wmt14)")
+            raise InputError("data=hf needs data.dataset=NAME (e.g. bentrevett/multi30k or wmt/wmt14)")
         if isinstance(max_tokens, str) and max_tokens != AUTO:
-            raise ValueError(f"data.max_tokens must be a positive integer or {AUTO!r}, got {max_tokens!r}")
+            raise InputError(f"data.max_tokens must be a positive integer or {AUTO!r}, got {max_tokens!r}")
         if max_len < 2:
-            raise ValueError(f"max_len must be at least 2 (one token and </s>), got {max_len}")
+            raise InputError(f"max_len must be at least 2 (one token and </s>), got {max_len}")
         self.corpus = corpus
         self.paths = {"train": train, "val": val, "test": test}
         self.src_lang, self.tgt_lang = src_lang, tgt_lang
@@ -112,7 +113,7 @@ class TranslationDataModule(pl.LightningDataModule):
         self.max_tokens, self.max_len = max_tokens, max_len
         self.train_max_tokens: int | None = None if max_tokens == AUTO else int(max_tokens)
         if isinstance(pad_to_multiple, str) and pad_to_multiple != AUTO:
-            raise ValueError(f"data.pad_to_multiple must be a positive integer or {AUTO!r}, got {pad_to_multiple!r}")
+            raise InputError(f"data.pad_to_multiple must be a positive integer or {AUTO!r}, got {pad_to_multiple!r}")
         self.pad_to_multiple = pad_to_multiple
         self.num_workers, self.seed = num_workers, seed
         self.tokenizer: SubwordTokenizer | None = None
@@ -126,7 +127,7 @@ class TranslationDataModule(pl.LightningDataModule):
             return [split for split, path in self.paths.items() if path is not None]
         if self.corpus == "hf":
             if self.splits.get("val") is None:
-                raise ValueError(f"dataset {self.dataset!r} needs a validation split: set data.splits.val")
+                raise InputError(f"dataset {self.dataset!r} needs a validation split: set data.splits.val")
             return [split for split in ("train", "val", "test") if self.splits.get(split) is not None]
         return ["train", "val", "test"]
 

@@ -21,6 +21,7 @@ from typing import Any, NoReturn, TypeVar
 from core.training.errors import InputError
 
 T = TypeVar("T")
+N = TypeVar("N", int, float)
 
 EXIT_INPUT_ERROR = 2
 
@@ -193,26 +194,23 @@ def hydra_app(config_name: str) -> Callable[[Callable[[Any], T]], Callable[[], T
     return decorate
 
 
-def positive_int(text: str) -> int:
-    """A whole number of at least 1, for ``type=`` of an argparse option."""
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a whole number of at least 1, got {text!r}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"expected a whole number of at least 1, got {value}")
-    return value
+def positive(convert: Callable[[str], N], requirement: str) -> Callable[[str], N]:
+    """An argparse ``type=`` that converts with ``convert`` and accepts values above 0 only."""
+
+    def parse(text: str) -> N:
+        try:
+            value = convert(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected {requirement}, got {text!r}") from None
+        if not value > 0:
+            raise argparse.ArgumentTypeError(f"expected {requirement}, got {value}")
+        return value
+
+    return parse
 
 
-def positive_float(text: str) -> float:
-    """A number above 0, for ``type=`` of an argparse option."""
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a number above 0, got {text!r}") from None
-    if not value > 0:
-        raise argparse.ArgumentTypeError(f"expected a number above 0, got {value}")
-    return value
+positive_int = positive(int, "a whole number of at least 1")
+positive_float = positive(float, "a number above 0")
 
 
 def png_path(text: str) -> Path:

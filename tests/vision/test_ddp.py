@@ -46,7 +46,7 @@ def test_two_processes_split_the_images_and_share_the_plan(tmp_path: Path, monke
             f"paths.output_dir={tmp_path}", "trainer=cpu", "logger=csv", "callbacks.progress_bar=null",
             "trainer.enable_model_summary=false", "data=synthetic", "data.num_classes=3", "data.train_size=64",
             "data.val_size=16", "data.test_size=16", "data.batch_size=8", *TINY_MODEL, "trainer.devices=2",
-            "trainer.strategy=ddp_spawn", "trainer.max_epochs=1000", "++trainer.max_time=00:00:00:08",
+            "trainer.strategy=ddp_spawn", "trainer.max_epochs=1000", "++trainer.max_time=00:00:00:05",
             "trainer.num_sanity_val_steps=0", "+callbacks.record._target_=tests.vision.test_ddp.RecordRank",
             f"+callbacks.record.directory={tmp_path}",
         ])

@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 import torch
 
+from benchmarks.commands import HYDRA
 from nlp.module import TranslationModule
 from nlp.tokenizer import train_tokenizer
 from nlp.toy_corpus import TOY_PAIRS
@@ -139,15 +140,12 @@ def files(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return folder
 
 
-HYDRA_COMMANDS = ("vision.train", "nlp.train", "vision.evaluate", "nlp.evaluate")
-
-
 def run_command(command: str, args: list[str], monkeypatch: pytest.MonkeyPatch) -> int:
     """``python -m command args`` in this process: its exit status."""
     module = importlib.import_module(f"{command}.cli" if command == "nlp.walkthrough" else command)
     monkeypatch.delenv("HYDRA_FULL_ERROR", raising=False)
     with pytest.raises(SystemExit) as exited:
-        if command in HYDRA_COMMANDS:
+        if command in HYDRA:
             monkeypatch.setattr(sys, "argv", [f"{command.replace('.', '/')}.py", *args])
             module.main()
         else:

@@ -23,10 +23,9 @@ ROOT = Path(__file__).resolve().parents[2]
 Usage = namedtuple("Usage", "total used free")
 
 
-def test_a_full_disk_during_a_checkpoint_keeps_the_last_good_one(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    io = AtomicCheckpointIO()
-    target = tmp_path / "last.ckpt"
-    io.save_checkpoint({"step": 1, "w": torch.ones(3)}, target)
+def fill_the_disk(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Make ``torch.save`` fail as it does on a full disk (a partial write, then torch's
+    ``unexpected pos`` error) on a file system with 10 kB free."""
 
     def fills_the_disk(obj: object, file) -> None:  # type: ignore[no-untyped-def]
         file.write(b"x" * 1000)
@@ -34,6 +33,14 @@ def test_a_full_disk_during_a_checkpoint_keeps_the_last_good_one(tmp_path: Path,
 
     monkeypatch.setattr(torch, "save", fills_the_disk)
     monkeypatch.setattr(atomic.shutil, "disk_usage", lambda path: Usage(2_000_000, 1_990_000, 10_000))
+
+
+def test_a_full_disk_during_a_checkpoint_keeps_the_last_good_one(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    io = AtomicCheckpointIO()
+    target = tmp_path / "last.ckpt"
+    io.save_checkpoint({"step": 1, "w": torch.ones(3)}, target)
+
+    fill_the_disk(monkeypatch)
     with pytest.raises(InputError, match=r"cannot write .*last.ckpt: no space left on its file system \(0.0 MB free"):
         io.save_checkpoint({"step": 2, "w": torch.zeros(3)}, target)
     monkeypatch.undo()
@@ -88,12 +95,7 @@ def test_training_onto_a_full_disk_is_one_error_line(tmp_path: Path, monkeypatch
     from core.training.runner import train
     from tests.nlp.conftest import nlp_config
 
-    def fills_the_disk(obj: object, file) -> None:  # type: ignore[no-untyped-def]
-        file.write(b"x" * 1000)
-        raise RuntimeError("[enforce fail at inline_container.cc:672] . unexpected pos 1464960 vs 1464912")
-
-    monkeypatch.setattr(torch, "save", fills_the_disk)
-    monkeypatch.setattr(atomic.shutil, "disk_usage", lambda path: Usage(2_000_000, 1_990_000, 10_000))
+    fill_the_disk(monkeypatch)
     with pytest.raises(InputError, match=r"cannot write .*\.ckpt: no space left on its file system.*hydra.run.dir"):
         train(nlp_config(run_dir, *command[3:-2]))
     assert not list(run_dir.rglob(".*tmp*"))

@@ -10,6 +10,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from core.cache import AttentionCache
+from core.constraints import require_head_width
 from core.masks import merge_masks
 
 
@@ -71,11 +72,7 @@ class MultiHeadAttention(nn.Module):
     ) -> None:
         super().__init__()
         if head_dim is None:
-            if dim % num_heads != 0:
-                raise ValueError(
-                    f"dim {dim} is not divisible by num_heads {num_heads}; "
-                    "choose another head count or pass head_dim"
-                )
+            require_head_width(dim, num_heads)
             head_dim = dim // num_heads
         self.num_heads = num_heads
         self.head_dim = head_dim

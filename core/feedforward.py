@@ -4,14 +4,13 @@ from __future__ import annotations
 
 from torch import Tensor, nn
 
-ACTIVATIONS: dict[str, type[nn.Module]] = {"relu": nn.ReLU, "gelu": nn.GELU}
+from core.constraints import ACTIVATION, ACTIVATIONS
 
 
 def make_activation(name: str) -> nn.Module:
     """The activation called ``name``: ``relu`` (the paper) or ``gelu`` (ViT)."""
-    if name not in ACTIVATIONS:
-        raise ValueError(f"unknown activation {name!r}; choose one of {sorted(ACTIVATIONS)}")
-    return ACTIVATIONS[name]()
+    ACTIVATION.require(name, "activation")
+    return getattr(nn, ACTIVATIONS[name])()
 
 
 class FeedForward(nn.Module):

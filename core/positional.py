@@ -7,6 +7,8 @@ import math
 import torch
 from torch import Tensor, nn
 
+from core.constraints import require_sincos_width
+
 
 def sinusoidal_table(length: int, dim: int) -> Tensor:
     """Section 3.5: ``PE(pos, 2i) = sin(pos / 10000^(2i/d))``, ``PE(pos, 2i+1) = cos(...)``.
@@ -69,8 +71,7 @@ def sincos_2d(grid_h: int, grid_w: int, dim: int, temperature: float = 10000.0) 
     A quarter of the channels each holds sin(x), cos(x), sin(y), cos(y) of the column x and row y
     at geometric frequencies. Returns [grid_h * grid_w, dim] in row-major patch order.
     """
-    if dim % 4 != 0:
-        raise ValueError(f"sincos_2d needs dim divisible by 4, got {dim}")
+    require_sincos_width(dim)
     y, x = torch.meshgrid(
         torch.arange(grid_h, dtype=torch.float64), torch.arange(grid_w, dtype=torch.float64), indexing="ij"
     )

@@ -5,6 +5,8 @@ from __future__ import annotations
 import torch
 from torch import Tensor, nn
 
+from core.constraints import FRACTION
+
 
 class DropPath(nn.Module):
     """Stochastic depth (Huang et al. 2016): drop a sample's whole residual branch with
@@ -12,8 +14,7 @@ class DropPath(nn.Module):
 
     def __init__(self, p: float = 0.0) -> None:
         super().__init__()
-        if not 0.0 <= p < 1.0:
-            raise ValueError(f"drop path probability must be in [0, 1), got {p}")
+        FRACTION.require(p, "drop path probability")
         self.p = p
 
     def forward(self, x: Tensor) -> Tensor:

@@ -14,6 +14,8 @@ import math
 from torch.optim import Optimizer
 from torch.optim.lr_scheduler import LambdaLR
 
+from core.constraints import NON_NEGATIVE_INT, POSITIVE_INT, PROBABILITY, optional
+
 
 class BudgetedSchedule:
     """A multiplier of the base rate over optimizer steps, laid over ``total_steps`` planned steps.
@@ -24,10 +26,8 @@ class BudgetedSchedule:
     """
 
     def __init__(self, warmup_steps: int, total_steps: int | None = None) -> None:
-        if warmup_steps < 0:
-            raise ValueError(f"warmup_steps must be at least 0, got {warmup_steps}")
-        if total_steps is not None and total_steps <= 0:
-            raise ValueError(f"total_steps must be positive, got {total_steps}")
+        NON_NEGATIVE_INT.require(warmup_steps, "warmup_steps")
+        optional(POSITIVE_INT).require(total_steps, "total_steps")
         self.requested_warmup = warmup_steps
         self.warmup_steps = warmup_steps
         self.total_steps = total_steps
@@ -75,10 +75,8 @@ class InverseSqrt(BudgetedSchedule):
     """
 
     def __init__(self, warmup_steps: int, total_steps: int | None = None, cooldown_fraction: float = 0.0) -> None:
-        if warmup_steps <= 0:
-            raise ValueError(f"warmup_steps must be positive, got {warmup_steps}")
-        if not 0.0 <= cooldown_fraction <= 1.0:
-            raise ValueError(f"cooldown_fraction must be in [0, 1], got {cooldown_fraction}")
+        POSITIVE_INT.require(warmup_steps, "warmup_steps")  # the inverse square root divides by it
+        PROBABILITY.require(cooldown_fraction, "cooldown_fraction")
         super().__init__(warmup_steps, total_steps)
         self.cooldown_fraction = cooldown_fraction
 

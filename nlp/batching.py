@@ -15,6 +15,7 @@ import numpy as np
 import torch
 from torch import Tensor
 
+from core.constraints import POSITIVE_INT
 from core.training.resumable import EpochBatchSampler
 
 Example = tuple[Sequence[int], Sequence[int]]  # (source ids, target ids): lists or numpy arrays
@@ -72,8 +73,7 @@ class TokenBudgetBatchSampler(EpochBatchSampler):
         multiple: int = 1,
     ) -> None:
         super().__init__(seed, num_replicas, rank)
-        if max_tokens <= 0:
-            raise ValueError(f"max_tokens must be positive, got {max_tokens}")
+        POSITIVE_INT.require(max_tokens, "max_tokens")
         self.lengths = round_up(np.asarray(lengths, dtype=np.int64), multiple)
         self.max_tokens = max_tokens
         self.shuffle = shuffle

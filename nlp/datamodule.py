@@ -13,7 +13,8 @@ from torch.utils.data import DataLoader
 from core.training.data_cache import cache_root
 from core.training.errors import InputError
 from core.training.resumable import ResumableLoader, trained_position
-from nlp.batch_size import AUTO, STEPS_ONLY_TOKENS, auto_max_tokens
+from nlp.batch_size import STEPS_ONLY_TOKENS, auto_max_tokens
+from nlp.constraints import AUTO, CORPUS, MAX_LEN, MAX_TOKENS, PAD_TO_MULTIPLE
 from nlp.batching import Collator, TokenBudgetBatchSampler
 from nlp.corpora import Pair, iter_corpus, load_hf_dataset, load_hf_split
 from nlp.gettext import DEFAULT_LOCALE_DIR, read_gettext_corpus
@@ -23,7 +24,6 @@ from nlp.toy_corpus import TOY_PAIRS
 
 log = logging.getLogger(__name__)
 
-CORPORA = ("toy", "files", "hf", "gettext")
 
 
 class TranslationDataModule(pl.LightningDataModule):
@@ -88,16 +88,13 @@ class TranslationDataModule(pl.LightningDataModule):
         cache_dir: str | None = None,
     ) -> None:
         super().__init__()
-        if corpus not in CORPORA:
-            raise InputError(f"data.corpus must be one of {CORPORA}, got {corpus!r}")
+        CORPUS.require(corpus, "data.corpus")
         if corpus == "files" and (train is None or val is None):
             raise InputError("data=files needs data.train=PATH and data.val=PATH (TSV files or parallel-file prefixes)")
         if corpus == "hf" and not dataset:
             raise InputError("data=hf needs data.dataset=NAME (e.g. bentrevett/multi30k or wmt/wmt14)")
-        if isinstance(max_tokens, str) and max_tokens != AUTO:
-            raise InputError(f"data.max_tokens must be a positive integer or {AUTO!r}, got {max_tokens!r}")
-        if max_len < 2:
-            raise InputError(f"max_len must be at least 2 (one token and </s>), got {max_len}")
+        MAX_TOKENS.require(max_tokens, "data.max_tokens")
+        MAX_LEN.require(max_len, "data.max_len")
         self.corpus = corpus
         self.paths = {"train": train, "val": val, "test": test}
         self.src_lang, self.tgt_lang = src_lang, tgt_lang
@@ -112,8 +109,7 @@ class TranslationDataModule(pl.LightningDataModule):
         self.tokenizer_path = tokenizer_path
         self.max_tokens, self.max_len = max_tokens, max_len
         self.train_max_tokens: int | None = None if max_tokens == AUTO else int(max_tokens)
-        if isinstance(pad_to_multiple, str) and pad_to_multiple != AUTO:
-            raise InputError(f"data.pad_to_multiple must be a positive integer or {AUTO!r}, got {pad_to_multiple!r}")
+        PAD_TO_MULTIPLE.require(pad_to_multiple, "data.pad_to_multiple")
         self.pad_to_multiple = pad_to_multiple
         self.num_workers, self.seed = num_workers, seed
         self.tokenizer: SubwordTokenizer | None = None

@@ -14,6 +14,7 @@ from itertools import chain
 
 import numpy as np
 
+from nlp.constraints import MAX_LEN
 from nlp.tokenizer import SubwordTokenizer
 
 # Ids of each sentence, and whether each was cut to fit.
@@ -25,8 +26,7 @@ Flat = tuple[np.ndarray, np.ndarray, np.ndarray]
 def subword_budget(max_len: int) -> int:
     """Subwords kept of a sentence whose encoding may span ``max_len`` positions: all but one,
     which ``</s>`` takes."""
-    if max_len < 2:
-        raise ValueError(f"max_len must be at least 2 (one token and </s>), got {max_len}")
+    MAX_LEN.require(max_len, "max_len")
     return max_len - 1
 
 

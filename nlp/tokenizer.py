@@ -14,6 +14,7 @@ from pathlib import Path
 from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
 
 from core.training.atomic import atomic_path
+from nlp.constraints import VOCAB_SIZE
 
 PAD, BOS, EOS, UNK = "<pad>", "<s>", "</s>", "<unk>"
 SPECIAL_TOKENS = [PAD, BOS, EOS, UNK]
@@ -91,9 +92,7 @@ def train_tokenizer(texts: Iterable[str], vocab_size: int = 8000, min_frequency:
     ``vocab_size`` must be at least 260; merges stop early when no pair occurs
     ``min_frequency`` times.
     """
-    floor = len(SPECIAL_TOKENS) + len(pre_tokenizers.ByteLevel.alphabet())
-    if vocab_size < floor:
-        raise ValueError(f"vocab_size {vocab_size} is too small: byte-level BPE needs at least {floor}")
+    VOCAB_SIZE.require(vocab_size, "vocab_size")
     tokenizer = Tokenizer(models.BPE(unk_token=UNK))
     tokenizer.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
     tokenizer.decoder = decoders.ByteLevel()

@@ -49,7 +49,7 @@ CASES = {
     "vision.train image folder missing": Case(
         "vision.train", ("data=imagefolder", "data.root={files}/no_such_folder"), "{files}/no_such_folder"
     ),
-    "vision.train unknown precision": Case("vision.train", ("trainer.precision=bf17",), "trainer.precision"),
+    "vision.train unknown precision": Case("vision.train", ("trainer.precision=bf17",), "Precision 'bf17' is invalid"),
     "vision.train unknown config key": Case("vision.train", ("trainer.max_epoch=3",), "trainer.max_epoch"),
     "vision.train max_time not a duration": Case("vision.train", ("trainer.max_time=10min",), "trainer.max_time"),
     "vision.train class pooling without a class token": Case(

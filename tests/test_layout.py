@@ -20,7 +20,7 @@ def imported_modules(path: Path) -> set[str]:
 
 def test_core_holds_the_blocks_and_they_import_no_machinery() -> None:
     root = Path(core.__file__).parent
-    assert {path.stem for path in root.glob("*.py")} - {"__init__"} == BLOCKS
+    assert {path.stem for path in root.glob("*.py")} - {"__init__"} == BLOCKS | {"constraints"}
     for name in BLOCKS:
         imported = imported_modules(root / f"{name}.py")
         assert not {module for module in imported if module.startswith(("core.training", "lightning", "hydra"))}, name
@@ -30,3 +30,16 @@ def test_the_translation_product_does_not_import_the_walkthrough() -> None:
     root = Path(core.__file__).parents[1] / "nlp"
     for path in root.glob("*.py"):
         assert not {module for module in imported_modules(path) if module.startswith("nlp.walkthrough")}, path.name
+
+
+def test_the_rules_of_arguments_and_configs_import_no_torch() -> None:
+    """What the constructors accept and the config rules built on it load without torch, so the
+    training commands refuse a bad value before the heavy imports."""
+    root = Path(core.__file__).parents[1]
+    for path in ("core/constraints.py", "core/training/validation.py", "nlp/constraints.py", "nlp/config_rules.py",
+                 "vision/constraints.py", "vision/config_rules.py", "vision/recipe.py"):
+        imported = imported_modules(root / path)
+        assert not {module for module in imported if module.split(".")[0] in ("torch", "lightning", "timm", "numpy")}, path
+        local = {module for module in imported if module.split(".")[0] in ("core", "nlp", "vision")}
+        assert local <= {"core.constraints", "core.training.errors", "core.training.validation", "nlp.constraints",
+                         "vision.constraints", "vision.recipe"}, (path, local)

@@ -13,6 +13,7 @@ import torch
 from lightning.pytorch import LightningDataModule
 from torch.utils.data import DataLoader, Dataset, DistributedSampler, Subset
 
+from core.constraints import NON_NEGATIVE_INT, POSITIVE_INT, optional
 from core.training.errors import InputError
 from core.training.resumable import ResumableLoader, ShuffledBatchSampler, trained_position
 from vision.recipe import AUTO, FULL_POLICY, Regularization, crop_for
@@ -21,11 +22,6 @@ from vision.transforms import SharedValue, eval_transform, train_transform
 log = logging.getLogger(__name__)
 
 MAX_WORKERS = 8  # loader processes started by default: enough to feed one GPU with small images
-
-
-def is_count(value: object, least: int) -> bool:
-    """Whether ``value`` is an int (not a bool) of at least ``least``."""
-    return isinstance(value, int) and not isinstance(value, bool) and value >= least
 
 
 def usable_cpus() -> int:
@@ -106,12 +102,8 @@ class ImageDataModule(LightningDataModule):
         interpolation: str = "bicubic",
     ) -> None:
         super().__init__()
-        if not is_count(batch_size, least=1):
-            raise InputError(f"data.batch_size must be a whole number of at least 1, got {batch_size!r}")
-        if num_workers is not None and not is_count(num_workers, least=0):
-            raise InputError(
-                f"data.num_workers must be a whole number of at least 0 or null (the usable CPUs), got {num_workers!r}"
-            )
+        POSITIVE_INT.require(batch_size, "data.batch_size")
+        optional(NON_NEGATIVE_INT).require(num_workers, "data.num_workers")  # null: the usable CPUs
         self.root = root
         self.img_size = img_size
         self.batch_size = batch_size

@@ -28,6 +28,7 @@ from PIL import Image
 from torchvision.datasets import ImageFolder
 from torchvision.datasets.folder import IMG_EXTENSIONS
 
+from core.constraints import PROBABILITY
 from core.training.atomic import atomic_path
 from core.training.data_cache import cache_root, file_version
 from core.training.errors import InputError
@@ -225,8 +226,7 @@ class ImageFolderDataModule(ImageDataModule):
     def __init__(
         self, check_images: bool = True, max_unreadable: float = 0.01, cache_dir: str | None = None, **kwargs: Any
     ) -> None:
-        if not 0 <= max_unreadable <= 1:
-            raise InputError(f"data.max_unreadable must be a fraction in [0, 1], got {max_unreadable}")
+        PROBABILITY.require(max_unreadable, "data.max_unreadable")
         super().__init__(**kwargs)
         self.check_images = check_images
         self.max_unreadable = max_unreadable

@@ -15,11 +15,10 @@ from timm.layers import resample_abs_pos_embed
 from torch import Tensor, nn
 
 from core import Encoder, sincos_2d
+from vision.constraints import require_pool
 from vision.patch_embed import PatchEmbed
 from vision.timm_weights import convert_timm_state_dict, timm_config
 
-POOLS = ("cls", "mean")
-POS_EMBEDS = ("learned", "sincos")
 
 
 class VisionTransformer(nn.Module):
@@ -76,12 +75,7 @@ class VisionTransformer(nn.Module):
         dynamic_img_size: bool = False,
     ) -> None:
         super().__init__()
-        if pool not in POOLS:
-            raise ValueError(f"unknown pool {pool!r}; choose one of {list(POOLS)}")
-        if pos_embed not in POS_EMBEDS:
-            raise ValueError(f"unknown pos_embed {pos_embed!r}; choose one of {list(POS_EMBEDS)}")
-        if pool == "cls" and not class_token:
-            raise ValueError("pool='cls' needs class_token=True; use pool='mean' without a class token")
+        require_pool(pool, pos_embed, class_token)
         self.num_classes = num_classes
         self.pool = pool
         self.pos_embed_kind = pos_embed

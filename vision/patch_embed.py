@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from torch import Tensor, nn
 
+from vision.constraints import require_patch_grid
+
 
 def as_pair(size: int | tuple[int, int] | list[int]) -> tuple[int, int]:
     """``32`` -> ``(32, 32)``; a (height, width) pair is returned as a tuple."""
@@ -39,12 +41,7 @@ class PatchEmbed(nn.Module):
         self.patch_size = patch_size
         self.in_chans = in_chans
         self.dynamic_img_size = dynamic_img_size
-        for side in self.img_size:
-            if side % patch_size != 0:
-                raise ValueError(
-                    f"image size {side} is not divisible by patch size {patch_size}; "
-                    "choose an img_size that is a multiple of patch_size"
-                )
+        require_patch_grid(self.img_size, patch_size)
         self.grid_size = (self.img_size[0] // patch_size, self.img_size[1] // patch_size)
         self.num_patches = self.grid_size[0] * self.grid_size[1]
         self.proj = nn.Conv2d(in_chans, dim, kernel_size=patch_size, stride=patch_size)

@@ -26,9 +26,10 @@ from timm.data.transforms_factory import transforms_imagenet_eval
 from torchvision import transforms as T
 
 from core.training.errors import InputError
+from core.constraints import one_of
+from vision.constraints import CROPS
 from vision.recipe import FULL_POLICY
 
-CROPS = ("pad", "random_resized")
 # Magnitudes of timm's AugmentOp beyond this many standard deviations from the mean (probability
 # below 1e-23 per draw) are treated as unreachable when checking a policy.
 REACHABLE_STD = 10.0
@@ -202,8 +203,7 @@ def train_transform(
     None off; ``augment_strength`` scales its magnitudes (0 = off). Random erasing (Zhong et al.
     2020) with probability ``re_prob`` fills with per-pixel noise.
     """
-    if crop not in CROPS:
-        raise InputError(f"data.crop={crop!r} is not a crop; choose one of {list(CROPS)} or auto")
+    one_of(CROPS).require(crop, "crop")
     resample = T.InterpolationMode(interpolation)
     if crop == "pad":
         geometry: list[Callable] = [

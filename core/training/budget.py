@@ -26,6 +26,7 @@ import lightning.pytorch as pl
 from lightning.pytorch.callbacks import Timer
 from torch.optim.lr_scheduler import LambdaLR
 
+from core.constraints import PROBABILITY
 from core.schedules import BudgetedSchedule
 
 log = logging.getLogger(__name__)
@@ -89,8 +90,7 @@ class TrainingBudget(pl.Callback):
     """
 
     def __init__(self, max_warmup_fraction: float = 0.1, measure_steps: int = 3, refine_every_n_steps: int = 10) -> None:
-        if not 0.0 <= max_warmup_fraction <= 1.0:
-            raise ValueError(f"budget.max_warmup_fraction must be in [0, 1], got {max_warmup_fraction}")
+        PROBABILITY.require(max_warmup_fraction, "budget.max_warmup_fraction")
         self.max_warmup_fraction = max_warmup_fraction
         self.measure_steps = max(1, measure_steps)
         self.refine_every_n_steps = max(1, refine_every_n_steps)

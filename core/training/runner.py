@@ -103,13 +103,13 @@ def train(cfg: DictConfig) -> float | None:
     checkpoints hold no OmegaConf objects and load with ``weights_only=True``.
 
     Steps: claim the run directory (a second run started on it while this one goes is refused);
-    seed everything; instantiate the datamodule and prepare it, so that the module can be
-    built from what the data defines (classes, tokenizer); instantiate callbacks, loggers and the
-    Trainer from ``cfg.callbacks``, ``cfg.logger`` and ``cfg.trainer``, with
+    seed everything; instantiate callbacks, loggers and the Trainer from ``cfg.callbacks``,
+    ``cfg.logger`` and ``cfg.trainer`` (so Lightning refuses a bad setting before any data work), with
     :class:`core.training.budget.TrainingBudget` (``cfg.budget``) laying the learning-rate schedule over
     the run's budget and validating the final weights when a budget ends it, and
     :class:`core.training.faults.PreemptionCheckpoint` saving the current step on SIGTERM (the process
-    then exits with status 143); optionally compile the
+    then exits with status 143); instantiate the datamodule and prepare it, so that the module
+    can be built from what the data defines (classes, tokenizer); optionally compile the
     network (``compile: true``, ``torch.compile`` keyword arguments in ``compile_options``); fit
     (resuming from ``cfg.ckpt_path``); validate once more if training stopped before any
     validation; test the best checkpoint, or the final weights when none was saved.
@@ -127,16 +127,9 @@ def fit_and_test(cfg: DictConfig, output_dir: Path, ckpt_path: str | None) -> fl
     """The steps of :func:`train` after the config is checked and the run directory claimed."""
     pl.seed_everything(cfg.seed, workers=True, verbose=False)
 
-    datamodule: pl.LightningDataModule = instantiate(cfg.data, _convert_="all")
-    prepare_once(datamodule, cfg.data)
-    datamodule.setup("fit")
-    module: pl.LightningModule = instantiate(
-        cfg.module, model=model_kwargs(cfg), **datamodule.module_kwargs(), _convert_="all"
-    )
-    check_model_target(cfg, module.net)
-
     budget = TrainingBudget(**(cfg.get("budget") or {}))
     preemption = PreemptionCheckpoint(output_dir / "checkpoints")
+    # The Trainer first: Lightning checks its settings (precision, devices, strategy) before any data work.
     trainer: pl.Trainer = instantiate(
         cfg.trainer,
         callbacks=[*build_list(cfg.get("callbacks")), budget, preemption],
@@ -144,6 +137,13 @@ def fit_and_test(cfg: DictConfig, output_dir: Path, ckpt_path: str | None) -> fl
         plugins=[AtomicCheckpointIO()],
         _convert_="all",  # plain dicts for Lightning, e.g. trainer.max_time={minutes: 10}
     )
+    datamodule: pl.LightningDataModule = instantiate(cfg.data, _convert_="all")
+    prepare_once(datamodule, cfg.data)
+    datamodule.setup("fit")
+    module: pl.LightningModule = instantiate(
+        cfg.module, model=model_kwargs(cfg), **datamodule.module_kwargs(), _convert_="all"
+    )
+    check_model_target(cfg, module.net)
     if cfg.get("compile"):
         module.net.compile(**(cfg.get("compile_options") or {}))  # in place: state-dict keys unchanged
 

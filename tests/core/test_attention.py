@@ -97,7 +97,7 @@ def test_head_dim_decouples_width_from_heads() -> None:
 
 
 def test_bad_shapes_are_reported() -> None:
-    with pytest.raises(ValueError, match="not divisible by num_heads 5"):
+    with pytest.raises(ValueError, match="dim=16 is not divisible by num_heads=5.*set num_heads=4 or dim=15"):
         core.MultiHeadAttention(16, 5)
     mha = core.MultiHeadAttention(DIM, HEADS)
     with pytest.raises(ValueError, match="key_padding_mask has shape"):

@@ -64,5 +64,5 @@ def test_layer_scale_and_drop_path_act_only_where_asked() -> None:
     layer.train()
     dropped = (layer(x) == x).all(dim=(1, 2))
     assert 0 < int(dropped.sum()) < 64  # some samples lose both branches, others keep them
-    with pytest.raises(ValueError, match="unknown activation 'swish'"):
+    with pytest.raises(ValueError, match="activation must be one of relu, gelu, got 'swish'"):
         core.EncoderLayer(DIM, HEADS, activation="swish")

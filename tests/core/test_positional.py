@@ -47,5 +47,5 @@ def test_sincos_2d_encodes_row_and_column() -> None:
                 + [math.cos(row * w) for w in omega]
             )
             assert table[row * grid_w + col].tolist() == pytest.approx(expected, abs=1e-6)
-    with pytest.raises(ValueError, match="divisible by 4"):
+    with pytest.raises(ValueError, match="dim=6 is not a multiple of 4.*set dim=8"):
         core.sincos_2d(2, 2, 6)

@@ -9,9 +9,13 @@ import pytest
 from hydra import compose, initialize_config_dir
 from omegaconf import DictConfig
 
+import core
 from core.training.errors import InputError
 from core.training.runner import train
-from core.training.validation import CHOICES, PRECISIONS, validate_config
+from core.training.validation import validate_config
+from nlp.datamodule import TranslationDataModule
+from nlp.tokenizer import train_tokenizer
+from vision.model import VisionTransformer
 
 CONF = Path(__file__).resolve().parents[2] / "conf"
 
@@ -65,7 +69,6 @@ def test_every_shipped_preset_passes(local_data: dict[str, tuple[str, ...]]) -> 
         ("vision", ["model.pool=max"], "model.pool must be one of cls, mean, got 'max'"),
         ("vision", ["data.crop=center"], "data.crop must be one of pad, random_resized, auto, got 'center'"),
         ("vision", ["data.batch_size=33"], "data.batch_size=33 must be even.*data.batch_size=34"),
-        ("vision", ["trainer.precision=bf17"], "trainer.precision must be a precision Lightning knows"),
         ("vision", ["trainer.max_time=10min"], "trainer.max_time must be null or a duration"),
         ("vision", ["data=imagefolder"], "data=imagefolder needs data.root"),
         ("vision", ["data=imagefolder", "data.root=/no/such/dir"], "data.root=/no/such/dir is not a directory"),
@@ -88,29 +91,43 @@ def test_bad_values_name_the_key_and_the_fix(head: str, overrides: list[str], me
         validate_config(config(head, *overrides))
 
 
-def test_choices_are_the_ones_the_code_accepts() -> None:
-    import typing
+def refusal(build) -> str:
+    with pytest.raises(ValueError) as caught:
+        build()
+    return str(caught.value)
 
-    from lightning.fabric.connector import _PRECISION_INPUT
 
-    from core.feedforward import ACTIVATIONS
-    from nlp.datamodule import CORPORA
-    from vision.model import POOLS, POS_EMBEDS
-    from vision.recipe import AUTO
-    from vision.transforms import CROPS
+@pytest.mark.parametrize(
+    ("head", "overrides", "build", "names"),
+    [
+        ("vision", ["model.pool=max"], lambda: VisionTransformer(pool="max"), ["pool"]),
+        ("vision", ["model.num_heads=5"], lambda: core.MultiHeadAttention(192, 5), ["dim", "num_heads"]),
+        ("vision", ["model.img_size=30"], lambda: VisionTransformer(img_size=30), ["img_size", "patch_size"]),
+        ("nlp", ["model.activation=tanh"], lambda: core.FeedForward(8, 16, activation="tanh"), ["activation"]),
+        ("nlp", ["data.vocab_size=100"], lambda: train_tokenizer(["a"], vocab_size=100), ["vocab_size"]),
+        ("nlp", ["data.corpus=web"], lambda: TranslationDataModule(corpus="web"), []),
+    ],
+)
+def test_a_constructor_and_the_config_check_refuse_in_the_same_words(head, overrides, build, names) -> None:
+    """One source for each rule: the config check's message is the constructor's, with the config
+    keys for the argument names (core.constraints, <head>.constraints)."""
+    with pytest.raises(InputError) as caught:
+        validate_config(config(head, *overrides))
+    expected = refusal(build)
+    section = overrides[0].split(".")[0]
+    for name in names:
+        expected = expected.replace(f"{name}=", f"{section}.{name}=").replace(f"{name} must", f"{section}.{name} must")
+    assert str(caught.value).startswith(expected)
 
-    assert CHOICES == {
-        "model.pool": POOLS,
-        "model.pos_embed": POS_EMBEDS,
-        "model.activation": tuple(ACTIVATIONS),
-        "data.crop": (*CROPS, AUTO),
-        "data.corpus": CORPORA,
-    }
 
-    def literals(kind: object) -> list[object]:
-        return [value for arg in typing.get_args(kind) for value in (literals(arg) if typing.get_args(arg) else [arg])]
-
-    assert sorted(map(repr, PRECISIONS)) == sorted(map(repr, literals(_PRECISION_INPUT)))
+def test_a_config_of_another_package_gets_the_shared_rules_only() -> None:
+    cfg = config("nlp", "data.vocab_size=100")
+    cfg.model._target_ = "mypackage.Model"
+    cfg.data._target_ = "mypackage.Data"
+    validate_config(cfg)  # nlp's vocabulary rule is not applied
+    cfg.module.lr = 0
+    with pytest.raises(InputError, match="module.lr must be a number above 0"):
+        validate_config(cfg)
 
 
 def test_validation_comes_before_any_download(tmp_path: Path) -> None:
@@ -118,3 +135,12 @@ def test_validation_comes_before_any_download(tmp_path: Path) -> None:
     with pytest.raises(InputError, match="data.batch_size"):
         train(cfg)
     assert not (tmp_path / "cifar").exists() and not (tmp_path / "run").exists()
+
+
+def test_lightning_refuses_a_precision_before_any_download(tmp_path: Path) -> None:
+    """trainer.precision is Lightning's to check: the Trainer is built before the data."""
+    cfg = config("vision", f"data.root={tmp_path / 'cifar'}", "trainer.precision=bf17", f"paths.output_dir={tmp_path / 'run'}")
+    with pytest.raises(Exception, match="Precision 'bf17' is invalid") as caught:
+        train(cfg)
+    assert isinstance(caught.value.__cause__ or caught.value, ValueError)
+    assert not (tmp_path / "cifar").exists()

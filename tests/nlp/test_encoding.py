@@ -51,7 +51,7 @@ def test_sources_and_targets_are_cut_to_max_len_minus_one_subwords(toy_tokenizer
     assert encode_targets(toy_tokenizer, [text], 4) == ([[bos, *subwords[:3], eos]], [True])
     whole = len(subwords) + 1
     assert encode_sources(toy_tokenizer, [text], whole) == ([subwords + [eos]], [False])
-    with pytest.raises(ValueError, match="max_len must be at least 2"):
+    with pytest.raises(ValueError, match="max_len must be a whole number of at least 2, got 1"):
         encode_sources(toy_tokenizer, [text], 1)
 
 

@@ -54,5 +54,17 @@ def test_json_and_file_round_trips_keep_the_vocabulary(toy_tokenizer: SubwordTok
 
 
 def test_vocabulary_below_the_byte_alphabet_is_refused() -> None:
-    with pytest.raises(ValueError, match="vocab_size 100 is too small"):
+    with pytest.raises(ValueError, match="vocab_size must be a whole number of at least 260, got 100"):
         train_tokenizer(["a b c"], vocab_size=100)
+
+
+def test_the_smallest_vocabulary_holds_the_byte_alphabet_and_the_special_tokens() -> None:
+    """The floor of ``nlp.constraints.VOCAB_SIZE`` is what byte-level BPE cannot do without."""
+    from tokenizers import pre_tokenizers
+
+    from nlp.tokenizer import SPECIAL_TOKENS
+
+    smallest = train_tokenizer(["a b c"], vocab_size=260, min_frequency=1)
+    assert smallest.vocab_size == len(SPECIAL_TOKENS) + len(pre_tokenizers.ByteLevel.alphabet()) == 260
+    with pytest.raises(ValueError, match="got 259"):
+        train_tokenizer(["a b c"], vocab_size=259)

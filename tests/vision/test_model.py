@@ -177,9 +177,9 @@ def test_bad_input_raises_a_clear_error(shape: tuple[int, ...], message: str) ->
 
 
 def test_bad_construction_raises_a_clear_error() -> None:
-    with pytest.raises(ValueError, match="image size 30 is not divisible by patch size 4"):
+    with pytest.raises(ValueError, match="img_size=30 is not a multiple of patch_size=4.*set img_size=32"):
         VisionTransformer(img_size=30)
     with pytest.raises(ValueError, match="pool='cls' needs class_token=True"):
         VisionTransformer(class_token=False)
-    with pytest.raises(ValueError, match="unknown pos_embed"):
+    with pytest.raises(ValueError, match="pos_embed must be one of learned, sincos, got 'rope'"):
         VisionTransformer(pos_embed="rope")

@@ -1,0 +1,54 @@
+"""The translation config's rules: which constraint each key of ``conf/nlp.yaml`` (and its
+presets) follows, and the rules between keys. ``core.training.validation`` applies them, with the
+rules every training config shares, before torch is imported."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+
+from omegaconf import DictConfig, OmegaConf
+
+from core.constraints import NON_NEGATIVE, NON_NEGATIVE_INT, POSITIVE, POSITIVE_INT, PROBABILITY, optional
+from core.training.errors import InputError
+from core.training.validation import Rule
+from nlp.constraints import CORPUS, MAX_LEN, MAX_TOKENS, PAD_TO_MULTIPLE, VOCAB_SIZE
+
+RULES: tuple[Rule, ...] = (
+    Rule(("model.encoder_depth", "model.decoder_depth", "model.ffn_dim"), POSITIVE_INT),
+    Rule(("model.max_len",), MAX_LEN),
+    Rule(("module.eps",), POSITIVE),
+    Rule(("module.length_penalty",), NON_NEGATIVE),
+    Rule(("module.warmup_steps",), POSITIVE_INT),  # the inverse square root divides by it
+    Rule(("module.cooldown_fraction",), PROBABILITY),
+    Rule(("module.beam_size", "module.bleu_every_n_epochs"), POSITIVE_INT),
+    Rule(("module.max_decode_len",), optional(POSITIVE_INT)),
+    Rule(("data.corpus",), CORPUS),
+    Rule(("data.max_tokens",), MAX_TOKENS),
+    Rule(("data.pad_to_multiple",), PAD_TO_MULTIPLE),
+    Rule(("data.vocab_size",), VOCAB_SIZE),
+    Rule(("data.repeat",), POSITIVE_INT),
+    Rule(("data.min_frequency", "data.join_words"), NON_NEGATIVE_INT),
+    Rule(("data.max_train_pairs",), optional(POSITIVE_INT)),
+)
+
+
+def corpus_files(cfg: DictConfig) -> None:
+    """The corpus paths of ``data=files`` exist: a TSV file, or a prefix P with files P.SRC and P.TGT."""
+    if OmegaConf.select(cfg, "data.corpus") != "files":
+        return
+    src, tgt = OmegaConf.select(cfg, "data.src_lang"), OmegaConf.select(cfg, "data.tgt_lang")
+    for split in ("train", "val", "test"):
+        path = OmegaConf.select(cfg, f"data.{split}", throw_on_missing=False)
+        if path is None:
+            if split != "test":
+                raise InputError(f"data=files needs data.{split}=PATH (a TSV file or a prefix P of files P.{src} and P.{tgt})")
+            continue
+        if not Path(path).is_file() and not all(Path(f"{path}.{lang}").is_file() for lang in (src, tgt)):
+            raise InputError(
+                f"data.{split}={path} is neither a file nor a prefix of files {path}.{src} and {path}.{tgt}; "
+                f"pass an existing TSV file or prefix (languages from data.src_lang / data.tgt_lang)"
+            )
+
+
+RELATIONS: tuple[Callable[[DictConfig], None], ...] = (corpus_files,)

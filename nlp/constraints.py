@@ -1,0 +1,19 @@
+"""What the translation model, its tokenizer and its data accept, stated once and without torch.
+
+The tokenizer, the encoder of the splits and the datamodule check their arguments with these,
+and ``python -m nlp.train`` checks a composed config with the same ones (``nlp.config_rules``)
+before torch is imported.
+"""
+
+from __future__ import annotations
+
+from core.constraints import POSITIVE_INT, one_of, or_auto, whole
+
+AUTO = "auto"  # data.max_tokens sized from the run's budget (nlp.batch_size), padding from the device
+CORPORA = ("toy", "files", "hf", "gettext")  # nlp.datamodule.TranslationDataModule
+CORPUS = one_of(CORPORA)
+# Byte-level BPE keeps the 256 byte symbols and the 4 special tokens <pad> <s> </s> <unk>.
+VOCAB_SIZE = whole(256 + 4)
+MAX_LEN = whole(2)  # one subword and </s>
+MAX_TOKENS = or_auto(POSITIVE_INT)  # data.max_tokens: tokens of a training batch
+PAD_TO_MULTIPLE = or_auto(POSITIVE_INT)

@@ -1,0 +1,86 @@
+"""The vision config's rules: which constraint each key of ``conf/vision.yaml`` (and its presets)
+follows, and the rules between keys. ``core.training.validation`` applies them, with the rules
+every training config shares, before torch is imported."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+
+from omegaconf import DictConfig, OmegaConf
+
+from core.constraints import (
+    FRACTION,
+    NON_NEGATIVE,
+    POSITIVE,
+    POSITIVE_INT,
+    PROBABILITY,
+    one_of,
+    optional,
+    or_auto,
+    require_sincos_width,
+)
+from core.training.errors import InputError
+from core.training.validation import Rule
+from vision.constraints import CROP, HOLDOUT, POOLS, POS_EMBEDS, require_patch_grid
+from vision.recipe import AUTO
+
+RULES: tuple[Rule, ...] = (
+    Rule(("model.img_size", "model.patch_size", "model.in_chans", "model.depth"), POSITIVE_INT),
+    Rule(("model.mlp_ratio", "model.norm_eps"), POSITIVE),
+    Rule(("model.layer_scale",), optional(POSITIVE)),
+    Rule(("model.drop_path",), or_auto(FRACTION)),
+    Rule(("model.pool",), one_of(POOLS)),
+    Rule(("model.pos_embed",), one_of(POS_EMBEDS)),
+    Rule(("module.mixup_alpha", "module.cutmix_alpha"), or_auto(NON_NEGATIVE)),
+    Rule(("module.warmup_epochs",), NON_NEGATIVE),
+    Rule(("module.min_lr_ratio", "module.mixup_prob", "module.mixup_switch_prob"), PROBABILITY),
+    Rule(("data.batch_size", "data.num_classes", "data.train_size", "data.test_size"), POSITIVE_INT),
+    Rule(("data.val_size",), HOLDOUT),
+    Rule(("data.hflip", "data.max_unreadable"), PROBABILITY),
+    Rule(("data.re_prob",), or_auto(PROBABILITY)),
+    Rule(("data.crop",), CROP),
+)
+
+
+def image_grid(cfg: DictConfig) -> None:
+    """``model.img_size`` is a whole number of ``model.patch_size`` patches."""
+    size, patch = OmegaConf.select(cfg, "model.img_size"), OmegaConf.select(cfg, "model.patch_size")
+    if size is not None and patch is not None:
+        require_patch_grid(size, patch, ("model.img_size", "model.patch_size"))
+
+
+def sincos_width(cfg: DictConfig) -> None:
+    """``model.dim`` is a multiple of 4 under fixed 2D sin-cos positions."""
+    dim, heads = OmegaConf.select(cfg, "model.dim"), OmegaConf.select(cfg, "model.num_heads") or 1
+    if OmegaConf.select(cfg, "model.pos_embed") == "sincos" and dim is not None:
+        require_sincos_width(dim, heads, "model.dim", " or model.pos_embed=learned")
+
+
+def mixup_pairs(cfg: DictConfig) -> None:
+    """Mixup/CutMix pair the images of a batch, so ``data.batch_size`` is even while they are on."""
+    size = OmegaConf.select(cfg, "data.batch_size")
+    alphas = [OmegaConf.select(cfg, f"module.{key}") or 0 for key in ("mixup_alpha", "cutmix_alpha")]
+    may_mix = any(alpha == AUTO or alpha > 0 for alpha in alphas)  # auto mixes in runs of 30+ epochs
+    if size and size % 2 and may_mix and (OmegaConf.select(cfg, "module.mixup_prob") or 0) > 0:
+        raise InputError(
+            f"data.batch_size={size} must be even while Mixup/CutMix is on (they pair the images of a batch); "
+            f"set data.batch_size={size + 1} or module.mixup_prob=0"
+        )
+
+
+def image_folder(cfg: DictConfig) -> None:
+    """``data.root`` of an image folder is a directory with a ``train/`` folder in it."""
+    if OmegaConf.select(cfg, "data._target_") != "vision.folder.ImageFolderDataModule":
+        return
+    root = OmegaConf.select(cfg, "data.root", throw_on_missing=False)
+    fix = "set data.root=DIR, where DIR/train/<class>/ holds the training images"
+    if root is None:
+        raise InputError(f"data=imagefolder needs data.root; {fix}")
+    if not Path(root).is_dir():
+        raise InputError(f"data.root={root} is not a directory; {fix}")
+    if not (Path(root) / "train").is_dir():
+        raise InputError(f"data.root={root} has no train/ folder; {fix}")
+
+
+RELATIONS: tuple[Callable[[DictConfig], None], ...] = (image_grid, sincos_width, mixup_pairs, image_folder)

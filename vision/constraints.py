@@ -1,0 +1,44 @@
+"""What the Vision Transformer and its data accept, stated once and without torch.
+
+``VisionTransformer``, ``PatchEmbed`` and the transforms check their arguments with these, and
+``python -m vision.train`` checks a composed config with the same ones (``vision.config_rules``)
+before torch is imported.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from core.constraints import Check, is_number, one_of
+from vision.recipe import AUTO
+
+POOLS = ("cls", "mean")
+POS_EMBEDS = ("learned", "sincos")
+CROPS = ("pad", "random_resized")  # vision.transforms.train_transform
+CROP = one_of((*CROPS, AUTO))  # auto: chosen by the image size (vision.recipe)
+HOLDOUT = Check(
+    "a fraction in (0, 1) or a count of at least 1",
+    lambda v: is_number(v) and (0 < v < 1 or (v >= 1 and float(v).is_integer())),
+)
+
+
+def require_patch_grid(
+    img_size: int | Sequence[int], patch_size: int, names: tuple[str, str] = ("img_size", "patch_size")
+) -> None:
+    """Each side of ``img_size`` is a whole number of ``patch_size`` patches (the patch grid of
+    Dosovitskiy et al. 2021, Eq. 1: N = HW / P^2)."""
+    for side in (img_size, img_size) if isinstance(img_size, int) else img_size:
+        if side % patch_size:
+            raise ValueError(
+                f"{names[0]}={side} is not a multiple of {names[1]}={patch_size}, so the image does not split "
+                f"into whole patches; set {names[0]}={max(patch_size, round(side / patch_size) * patch_size)} "
+                f"or a patch size that divides {side}"
+            )
+
+
+def require_pool(pool: str, pos_embed: str, class_token: bool) -> None:
+    """``pool`` and ``pos_embed`` are known names; ``cls`` pooling has a class token to read."""
+    one_of(POOLS).require(pool, "pool")
+    one_of(POS_EMBEDS).require(pos_embed, "pos_embed")
+    if pool == "cls" and not class_token:
+        raise ValueError("pool='cls' needs class_token=True; use pool='mean' without a class token")

@@ -1,21 +1,24 @@
 """``data.max_tokens=auto``: the token budget of a training batch, sized from the run's budget.
 
-The rule: a batch holds ``B = sqrt(2 T)`` padded tokens, where ``T`` is the number of tokens the
-budget will train, so the run takes about ``T / B = B / 2`` optimizer steps: the batch and the
-number of updates grow together, each as the square root of the budget. ``T`` is the smaller of
-``max_epochs`` times the tokens of an epoch and, for ``max_time``, the measured pace (padded
-tokens per second of forward and backward passes on a batch of the training data, on the run's
-device and precision) times the seconds. ``B`` is rounded down to a multiple of 64 and kept within
-[:data:`MIN_TOKENS`, :data:`MAX_TOKENS`]; with neither bound (``max_steps`` alone) it is
-:data:`STEPS_ONLY_TOKENS`, fairseq's usual ``--max-tokens``.
+The rule: a batch holds ``B = max(1024, sqrt(T / 8))`` padded tokens, where ``T`` is the number of
+tokens the budget will train, so the run takes ``T / B`` optimizer steps: every budget up to
+``T = 8M`` tokens (about an hour of ``transformer_mini`` on 2 CPU cores) is spent on 1,024-token
+batches, and a larger one grows batch and updates together, each as the square root of the budget
+(``8 B`` steps). ``T`` is the smaller of ``max_epochs`` times the tokens of an epoch and, for
+``max_time``, the measured pace (padded tokens per second of forward and backward passes on a
+batch of the training data, on the run's device and precision) times the seconds. ``B`` is
+rounded down to a multiple of 64 and kept within [:data:`MIN_TOKENS`, :data:`MAX_TOKENS`]; with
+neither bound (``max_steps`` alone) it is :data:`STEPS_ONLY_TOKENS`, fairseq's usual
+``--max-tokens``.
 
 Why: a short budget is spent best on many small updates, a long one on larger, less noisy batches
-(the critical batch grows as training goes, McCandlish et al. 2018). On 2 CPU cores, 8 minutes of
-``transformer_mini`` train about 0.6M tokens: ``B`` is about 1,100 tokens and the run about 550
-steps (on the gettext corpus, 1,024-token batches reached 12.3 test BLEU where 2,048 reached 8.3);
-30 minutes give about 2,100-token batches; an hour of a GPU that trains 150k tokens a second gives
-32k-token batches and about 16k steps. The choice is logged, and kept in checkpoints so that a
-resumed run batches as the interrupted one did.
+(the critical batch grows as training goes, McCandlish et al. 2018). Measured on 2 CPU cores with
+``transformer_mini`` (BENCHMARKS.md): at 8 minutes 1,024-token batches reached 12.3 test BLEU on
+gettext en-de where 2,048 reached 8.3, and 1,280 reached 17.1 on long Spanish sentences where
+2,048 reached 12.2; at 30 minutes on gettext fr-en 1,024 reached 39.6, 1,600 39.1 and 2,900 36.8.
+Below 1,024 tokens a batch holds a few dozen sentences and a device does less per second. An
+hour of a GPU that trains 150k tokens a second gives about 8k-token batches and 65k steps. The
+choice is logged, and kept in checkpoints so that a resumed run batches as the interrupted one did.
 """
 
 from __future__ import annotations
@@ -35,10 +38,10 @@ from nlp.batching import token_budget_batches
 
 log = logging.getLogger(__name__)
 
-AUTO = "auto"
-MIN_TOKENS = 512
+MIN_TOKENS = 1024
 MAX_TOKENS = 32768
 MULTIPLE = 64
+STEPS_PER_TOKEN = 8  # above the floor, a run takes 8 optimizer steps per token of its batch
 STEPS_ONLY_TOKENS = 4096
 PROBE_TOKENS = 2048
 PROBE_STEPS = 3  # timed forward/backward passes, after one untimed warm-up pass
@@ -47,8 +50,8 @@ Batch = dict[str, torch.Tensor]
 
 
 def tokens_for_budget(budget_tokens: float) -> int:
-    """``sqrt(2 * budget_tokens)``, rounded down to a multiple of 64, within the bounds."""
-    tokens = int(math.sqrt(2.0 * max(budget_tokens, 0.0))) // MULTIPLE * MULTIPLE
+    """``sqrt(budget_tokens / 8)``, rounded down to a multiple of 64, within the bounds."""
+    tokens = int(math.sqrt(max(budget_tokens, 0.0) / STEPS_PER_TOKEN)) // MULTIPLE * MULTIPLE
     return min(MAX_TOKENS, max(MIN_TOKENS, tokens))
 
 
@@ -126,6 +129,6 @@ def auto_max_tokens(
             parts.append(f"{trainer.max_epochs} epochs of {epoch_tokens:,} tokens")
         if pace is not None:
             parts.append(f"{seconds:.0f} s at {pace:,.0f} tokens/s (measured on {probed}-token batches)")
-        reason = f"sqrt(2 x {min(budgets):,.0f} tokens the budget trains: {' or '.join(parts)})"
+        reason = f"max({MIN_TOKENS}, sqrt({min(budgets):,.0f} tokens the budget trains / 8): {' or '.join(parts)})"
     log.info("data.max_tokens=auto: batches of %d tokens, %s", chosen, reason)
     return chosen

@@ -15,14 +15,15 @@ from nlp.batch_size import MAX_TOKENS, MIN_TOKENS, tokens_for_budget
 from tests.nlp.conftest import nlp_config, reverse_pairs, write_lines
 
 
-def test_the_rule_is_the_square_root_of_twice_the_budget_within_bounds() -> None:
-    for budget in (2e5, 6e5, 2.4e6, 3e7):
+def test_the_rule_is_the_square_root_of_an_eighth_of_the_budget_within_bounds() -> None:
+    for budget in (2e7, 6e7, 5.4e8):
         tokens = tokens_for_budget(budget)
-        assert tokens % 64 == 0 and math.sqrt(2 * budget) - 64 < tokens <= math.sqrt(2 * budget)
-        assert budget / tokens == pytest.approx(tokens / 2, rel=0.25)  # steps = half the batch
-    assert tokens_for_budget(0) == MIN_TOKENS and tokens_for_budget(1e3) == MIN_TOKENS
+        assert tokens % 64 == 0 and math.sqrt(budget / 8) - 64 < tokens <= math.sqrt(budget / 8)
+        assert budget / tokens == pytest.approx(8 * tokens, rel=0.1)  # steps = 8 x the batch
+    for budget in (0, 1e3, 6e5, 4e6, 8e6):  # CPU budgets of minutes to an hour: the floor
+        assert tokens_for_budget(budget) == MIN_TOKENS == 1024
     assert tokens_for_budget(1e12) == MAX_TOKENS
-    assert tokens_for_budget(6e5) < tokens_for_budget(2.4e6)  # a longer budget, larger batches
+    assert tokens_for_budget(2e7) < tokens_for_budget(6e7)  # a longer budget, larger batches
 
 
 @pytest.fixture()
@@ -58,11 +59,11 @@ def test_the_mini_preset_sizes_its_batches_from_the_epochs(
     assert cfg.data.max_tokens == "auto"
     with caplog.at_level("INFO"):
         train(cfg)
-    # 300 pairs of 3-7 letters: about 2,100 tokens an epoch, so 2 epochs -> sqrt(2 * 4,200) < 512.
-    assert "data.max_tokens=auto: batches of 512 tokens, sqrt(2 x" in caplog.text
+    # 300 pairs of 3-7 letters: about 2,100 tokens an epoch, so 2 epochs -> sqrt(4,200 / 8) < 1024.
+    assert "data.max_tokens=auto: batches of 1024 tokens, max(1024, sqrt(" in caplog.text
     assert "2 epochs of" in caplog.text
     checkpoint = load_checkpoint(tmp_path / "checkpoints" / "last.ckpt")
-    assert checkpoint["TranslationDataModule"] == {"train_max_tokens": 512}
+    assert checkpoint["TranslationDataModule"] == {"train_max_tokens": 1024}
 
 
 def test_a_time_budget_measures_the_pace_and_a_resumed_run_keeps_the_choice(

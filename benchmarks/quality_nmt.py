@@ -320,6 +320,10 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--threads", type=int, default=torch.get_num_threads(), help="CPU threads of both contenders")
     parser.add_argument("--corpus", nargs="+", default=list(CORPORA), choices=list(CORPORA), help="proving corpora")
     parser.add_argument("--locale-dir", default=DEFAULT_LOCALE_DIR, help="directory of <lang>/LC_MESSAGES/*.mo")
+    parser.add_argument(
+        "--contenders", nargs="+", default=["cli", "loop"], choices=["cli", "loop"],
+        help="which side to run (e.g. cli alone to refresh its rows after a change of defaults)",
+    )
     parser.add_argument("--out-dir", type=Path, default=None, help="where the CLI runs go (default: a temporary dir)")
     parser.add_argument("--append", type=Path, default=None, help="also append the result as one JSON line here")
     parser.add_argument(
@@ -351,10 +355,12 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         }
         for minutes in args.minutes:
             seconds = 60 * minutes
-            cli = run_cli(seconds, overrides, out_dir / f"{name}_cli_{minutes:g}min", args.device, args.threads)
-            plain = run_plain(seconds, datamodule, model_cfg, device)
-            rows += [{"corpus": name, "minutes": minutes, "contender": "nlp.train (transformer_mini)", **cli}]
-            rows += [{"corpus": name, "minutes": minutes, "contender": "plain nn.Transformer loop", **plain}]
+            if "cli" in args.contenders:
+                cli = run_cli(seconds, overrides, out_dir / f"{name}_cli_{minutes:g}min", args.device, args.threads)
+                rows += [{"corpus": name, "minutes": minutes, "contender": "nlp.train (transformer_mini)", **cli}]
+            if "loop" in args.contenders:
+                plain = run_plain(seconds, datamodule, model_cfg, device)
+                rows += [{"corpus": name, "minutes": minutes, "contender": "plain nn.Transformer loop", **plain}]
     env = environment(device, args.threads, " ".join(["python -m benchmarks.quality_nmt", *argv]))
     settings_used = {"corpora": settings, "plain_loop": asdict(PLAIN_LOOP)}
     return table_result("quality_nmt", env, rows, markdown(rows), args.append, settings=settings_used)

@@ -151,6 +151,8 @@ def test_quality_nmt_runs_the_cli_and_the_plain_loop_side_by_side(
     table = capsys.readouterr().out
     assert "| corpus | minutes | contender | test BLEU | test chrF | rep4 (references) | steps |" in table
     assert "| long-es-en | 0.05 | plain nn.Transformer loop |" in table
+    alone = quality_nmt.main([*argv, "--corpus", "gettext-en-de", "--contenders", "loop"])
+    assert [row["contender"] for row in alone["rows"]] == ["plain nn.Transformer loop"]
 
 
 @pytest.mark.slow

@@ -102,6 +102,19 @@ def write_split(
     return {"pairs": count, "truncated": truncated}
 
 
+def reused_tokenizer(path: str) -> SubwordTokenizer:
+    """The tokenizer of ``data.tokenizer_path``; a file that is not one (or lacks the special
+    tokens) is refused naming the setting."""
+    try:
+        return SubwordTokenizer.from_file(path)
+    except Exception as error:  # tokenizers raises a bare Exception for a file it cannot parse
+        raise InputError(
+            f"data.tokenizer_path={path} is not a usable tokenizer ({str(error).splitlines()[0]}); pass a "
+            "tokenizer.json written by SubwordTokenizer.save or found in the data cache, or "
+            "data.tokenizer_path=null to train one"
+        ) from None
+
+
 def build(
     directory: Path,
     splits: dict[str, Callable[[], Iterable[Pair]]],
@@ -117,7 +130,7 @@ def build(
     staging = Path(tempfile.mkdtemp(prefix=f".{directory.name}-", dir=directory.parent))
     try:
         if tokenizer_path is not None:
-            tokenizer = SubwordTokenizer.from_file(tokenizer_path)
+            tokenizer = reused_tokenizer(tokenizer_path)
         else:
             log.info("training the BPE tokenizer on the training split (vocabulary %d)", vocab_size)
             sentences = (sentence for pair in splits["train"]() for sentence in pair)

@@ -105,6 +105,17 @@ def test_the_encoding_equals_the_translation_rule(tmp_path: Path, toy_tokenizer)
         assert data.examples["val"][index][1].tolist() == target
 
 
+@pytest.mark.parametrize("content", ["not json", '{"version": "1.0", "model": {"type": "WordLevel", "vocab": {"a": 0}, "unk_token": "a"}}'])
+def test_a_file_that_is_no_usable_tokenizer_is_refused_naming_the_setting(tmp_path: Path, content: str) -> None:
+    from core.training.errors import InputError
+
+    (tmp_path / "tokenizer.json").write_text(content)
+    data = files_data(corpus(tmp_path), tmp_path / "cache", tokenizer_path=str(tmp_path / "tokenizer.json"))
+    with pytest.raises(InputError, match=f"data.tokenizer_path={tmp_path / 'tokenizer.json'} is not a usable tokenizer"):
+        data.prepare_data()
+    assert not any((tmp_path / "cache").rglob("meta.json"))  # nothing half-prepared left as done
+
+
 @pytest.mark.slow
 def test_two_ddp_processes_share_one_prepared_tokenizer(tmp_path: Path) -> None:
     path = corpus(tmp_path, count=200)

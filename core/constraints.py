@@ -30,10 +30,10 @@ class Check:
     requirement: str
     test: Callable[[Any], bool]
 
-    def require(self, value: Any, name: str) -> None:
-        """Raise ``ValueError("<name> must be <requirement>, got <value>")`` unless ``value`` passes."""
+    def require(self, value: Any, name: str, error: type[ValueError] = ValueError) -> None:
+        """Raise ``error("<name> must be <requirement>, got <value>")`` unless ``value`` passes."""
         if not self.test(value):
-            raise ValueError(f"{name} must be {self.requirement}, got {value_text(value)}")
+            raise error(f"{name} must be {self.requirement}, got {value_text(value)}")
 
 
 def is_number(value: Any) -> bool:

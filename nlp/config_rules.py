@@ -12,7 +12,7 @@ from omegaconf import DictConfig, OmegaConf
 from core.constraints import NON_NEGATIVE, NON_NEGATIVE_INT, POSITIVE, POSITIVE_INT, PROBABILITY, optional
 from core.training.errors import InputError
 from core.training.validation import Rule
-from nlp.constraints import CORPUS, MAX_LEN, MAX_TOKENS, PAD_TO_MULTIPLE, VOCAB_SIZE
+from nlp.constraints import CORPUS, JOIN_WORDS, MAX_LEN, MAX_TOKENS, PAD_TO_MULTIPLE, VOCAB_SIZE
 
 RULES: tuple[Rule, ...] = (
     Rule(("model.encoder_depth", "model.decoder_depth", "model.ffn_dim"), POSITIVE_INT),
@@ -28,7 +28,8 @@ RULES: tuple[Rule, ...] = (
     Rule(("data.pad_to_multiple",), PAD_TO_MULTIPLE),
     Rule(("data.vocab_size",), VOCAB_SIZE),
     Rule(("data.repeat",), POSITIVE_INT),
-    Rule(("data.min_frequency", "data.join_words"), NON_NEGATIVE_INT),
+    Rule(("data.min_frequency",), NON_NEGATIVE_INT),
+    Rule(("data.join_words",), JOIN_WORDS),
     Rule(("data.max_train_pairs",), optional(POSITIVE_INT)),
 )
 

@@ -7,7 +7,7 @@ before torch is imported.
 
 from __future__ import annotations
 
-from core.constraints import POSITIVE_INT, one_of, or_auto, whole
+from core.constraints import NON_NEGATIVE_INT, POSITIVE_INT, Check, one_of, or_auto, whole
 
 AUTO = "auto"  # data.max_tokens sized from the run's budget (nlp.batch_size), padding from the device
 CORPORA = ("toy", "files", "hf", "gettext")  # nlp.datamodule.TranslationDataModule
@@ -17,3 +17,8 @@ VOCAB_SIZE = whole(256 + 4)
 MAX_LEN = whole(2)  # one subword and </s>
 MAX_TOKENS = or_auto(POSITIVE_INT)  # data.max_tokens: tokens of a training batch
 PAD_TO_MULTIPLE = or_auto(POSITIVE_INT)
+MAX_WORDS = 64  # the most words a side of a gettext pair may have (nlp.gettext)
+JOIN_WORDS = Check(
+    f"a whole number in 0..{MAX_WORDS} (0: one message per pair)",
+    lambda v: NON_NEGATIVE_INT.test(v) and v <= MAX_WORDS,
+)

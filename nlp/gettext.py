@@ -47,13 +47,13 @@ from pathlib import Path
 from xml.sax.saxutils import unescape
 
 from core.training.errors import InputError
+from nlp.constraints import JOIN_WORDS, MAX_WORDS
 
 Pair = tuple[str, str]
 
 log = logging.getLogger(__name__)
 
 DEFAULT_LOCALE_DIR = "/usr/share/locale"
-MAX_WORDS = 64
 HELD_OUT_SHARES = {"test": 0.04, "val": 0.015}  # of all pairs, taken in this order
 MO_MAGIC = 0x950412DE
 
@@ -205,8 +205,7 @@ def read_gettext_corpus(
             f"gettext catalogs pair English with another language, got data.src_lang={src_lang!r} "
             f"data.tgt_lang={tgt_lang!r}; set data.src_lang=en and data.tgt_lang to the other language"
         )
-    if not 0 <= join_words <= MAX_WORDS:
-        raise InputError(f"data.join_words={join_words} must be in 0..{MAX_WORDS} (0: one message per pair)")
+    JOIN_WORDS.require(join_words, "data.join_words", InputError)
     locale_dir = Path(locale_dir)
     if not locale_dir.is_dir():
         raise InputError(f"gettext locale directory {locale_dir} does not exist; set data.locale_dir")

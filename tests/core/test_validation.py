@@ -14,6 +14,7 @@ from core.training.errors import InputError
 from core.training.runner import train
 from core.training.validation import validate_config
 from nlp.datamodule import TranslationDataModule
+from nlp.gettext import read_gettext_corpus
 from nlp.tokenizer import train_tokenizer
 from vision.model import VisionTransformer
 
@@ -106,6 +107,7 @@ def refusal(build) -> str:
         ("nlp", ["model.activation=tanh"], lambda: core.FeedForward(8, 16, activation="tanh"), ["activation"]),
         ("nlp", ["data.vocab_size=100"], lambda: train_tokenizer(["a"], vocab_size=100), ["vocab_size"]),
         ("nlp", ["data.corpus=web"], lambda: TranslationDataModule(corpus="web"), []),
+        ("nlp", ["data=gettext", "data.join_words=65"], lambda: read_gettext_corpus("/no/locale", "en", "de", 65), []),
     ],
 )
 def test_a_constructor_and_the_config_check_refuse_in_the_same_words(head, overrides, build, names) -> None:

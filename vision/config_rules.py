@@ -15,14 +15,13 @@ from core.constraints import (
     POSITIVE,
     POSITIVE_INT,
     PROBABILITY,
-    one_of,
     optional,
     or_auto,
     require_sincos_width,
 )
 from core.training.errors import InputError
 from core.training.validation import Rule
-from vision.constraints import CROP, HOLDOUT, POOLS, POS_EMBEDS, require_patch_grid
+from vision.constraints import CROP, HOLDOUT, POOL, POS_EMBED, require_patch_grid
 from vision.recipe import AUTO
 
 RULES: tuple[Rule, ...] = (
@@ -30,8 +29,8 @@ RULES: tuple[Rule, ...] = (
     Rule(("model.mlp_ratio", "model.norm_eps"), POSITIVE),
     Rule(("model.layer_scale",), optional(POSITIVE)),
     Rule(("model.drop_path",), or_auto(FRACTION)),
-    Rule(("model.pool",), one_of(POOLS)),
-    Rule(("model.pos_embed",), one_of(POS_EMBEDS)),
+    Rule(("model.pool",), POOL),
+    Rule(("model.pos_embed",), POS_EMBED),
     Rule(("module.mixup_alpha", "module.cutmix_alpha"), or_auto(NON_NEGATIVE)),
     Rule(("module.warmup_epochs",), NON_NEGATIVE),
     Rule(("module.min_lr_ratio", "module.mixup_prob", "module.mixup_switch_prob"), PROBABILITY),

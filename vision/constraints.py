@@ -14,6 +14,7 @@ from vision.recipe import AUTO
 
 POOLS = ("cls", "mean")
 POS_EMBEDS = ("learned", "sincos")
+POOL, POS_EMBED = one_of(POOLS), one_of(POS_EMBEDS)
 CROPS = ("pad", "random_resized")  # vision.transforms.train_transform
 CROP = one_of((*CROPS, AUTO))  # auto: chosen by the image size (vision.recipe)
 HOLDOUT = Check(
@@ -38,7 +39,7 @@ def require_patch_grid(
 
 def require_pool(pool: str, pos_embed: str, class_token: bool) -> None:
     """``pool`` and ``pos_embed`` are known names; ``cls`` pooling has a class token to read."""
-    one_of(POOLS).require(pool, "pool")
-    one_of(POS_EMBEDS).require(pos_embed, "pos_embed")
+    POOL.require(pool, "pool")
+    POS_EMBED.require(pos_embed, "pos_embed")
     if pool == "cls" and not class_token:
         raise ValueError("pool='cls' needs class_token=True; use pool='mean' without a class token")

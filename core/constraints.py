@@ -15,6 +15,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+AUTO = "auto"  # a value the head sizes itself (to the run's length, the device, the image size)
 ACTIVATIONS = {"relu": "ReLU", "gelu": "GELU"}  # name -> torch.nn class (core.feedforward.make_activation)
 
 
@@ -56,7 +57,7 @@ def optional(check: Check) -> Check:
 
 def or_auto(check: Check) -> Check:
     """``check``, or ``auto`` (sized by the head, e.g. to the run's length)."""
-    return Check(f"{check.requirement}, or auto", lambda v: v == "auto" or check.test(v))
+    return Check(f"{check.requirement}, or auto", lambda v: v == AUTO or check.test(v))
 
 
 def or_minus_one(check: Check) -> Check:

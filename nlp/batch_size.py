@@ -50,7 +50,7 @@ Batch = dict[str, torch.Tensor]
 
 
 def tokens_for_budget(budget_tokens: float) -> int:
-    """``sqrt(budget_tokens / 8)``, rounded down to a multiple of 64, within the bounds."""
+    """``sqrt(budget_tokens / STEPS_PER_TOKEN)``, rounded down to a multiple of 64, within the bounds."""
     tokens = int(math.sqrt(max(budget_tokens, 0.0) / STEPS_PER_TOKEN)) // MULTIPLE * MULTIPLE
     return min(MAX_TOKENS, max(MIN_TOKENS, tokens))
 
@@ -129,6 +129,6 @@ def auto_max_tokens(
             parts.append(f"{trainer.max_epochs} epochs of {epoch_tokens:,} tokens")
         if pace is not None:
             parts.append(f"{seconds:.0f} s at {pace:,.0f} tokens/s (measured on {probed}-token batches)")
-        reason = f"max({MIN_TOKENS}, sqrt({min(budgets):,.0f} tokens the budget trains / 8): {' or '.join(parts)})"
+        reason = f"max({MIN_TOKENS}, sqrt({min(budgets):,.0f} tokens the budget trains / {STEPS_PER_TOKEN}): {' or '.join(parts)})"
     log.info("data.max_tokens=auto: batches of %d tokens, %s", chosen, reason)
     return chosen

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 from core.constraints import NON_NEGATIVE_INT, POSITIVE_INT, Check, one_of, or_auto, whole
 
-AUTO = "auto"  # data.max_tokens sized from the run's budget (nlp.batch_size), padding from the device
 CORPORA = ("toy", "files", "hf", "gettext")  # nlp.datamodule.TranslationDataModule
 CORPUS = one_of(CORPORA)
 # Byte-level BPE keeps the 256 byte symbols and the 4 special tokens <pad> <s> </s> <unk>.

@@ -10,11 +10,12 @@ from typing import Any
 import lightning.pytorch as pl
 from torch.utils.data import DataLoader
 
+from core.constraints import AUTO
 from core.training.data_cache import cache_root
 from core.training.errors import InputError
 from core.training.resumable import ResumableLoader, trained_position
 from nlp.batch_size import STEPS_ONLY_TOKENS, auto_max_tokens
-from nlp.constraints import AUTO, CORPUS, MAX_LEN, MAX_TOKENS, PAD_TO_MULTIPLE
+from nlp.constraints import CORPUS, MAX_LEN, MAX_TOKENS, PAD_TO_MULTIPLE
 from nlp.batching import Collator, TokenBudgetBatchSampler
 from nlp.corpora import Pair, iter_corpus, load_hf_dataset, load_hf_split
 from nlp.gettext import DEFAULT_LOCALE_DIR, read_gettext_corpus

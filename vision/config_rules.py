@@ -10,6 +10,7 @@ from pathlib import Path
 from omegaconf import DictConfig, OmegaConf
 
 from core.constraints import (
+    AUTO,
     FRACTION,
     NON_NEGATIVE,
     POSITIVE,
@@ -22,7 +23,6 @@ from core.constraints import (
 from core.training.errors import InputError
 from core.training.validation import Rule
 from vision.constraints import CROP, HOLDOUT, POOL, POS_EMBED, require_patch_grid
-from vision.recipe import AUTO
 
 RULES: tuple[Rule, ...] = (
     Rule(("model.img_size", "model.patch_size", "model.in_chans", "model.depth"), POSITIVE_INT),

@@ -9,8 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from core.constraints import Check, is_number, one_of
-from vision.recipe import AUTO
+from core.constraints import AUTO, Check, is_number, one_of
 
 POOLS = ("cls", "mean")
 POS_EMBEDS = ("learned", "sincos")

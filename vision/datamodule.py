@@ -13,10 +13,10 @@ import torch
 from lightning.pytorch import LightningDataModule
 from torch.utils.data import DataLoader, Dataset, DistributedSampler, Subset
 
-from core.constraints import NON_NEGATIVE_INT, POSITIVE_INT, optional
+from core.constraints import AUTO, NON_NEGATIVE_INT, POSITIVE_INT, optional
 from core.training.errors import InputError
 from core.training.resumable import ResumableLoader, ShuffledBatchSampler, trained_position
-from vision.recipe import AUTO, FULL_POLICY, Regularization, crop_for
+from vision.recipe import FULL_POLICY, Regularization, crop_for
 from vision.transforms import SharedValue, eval_transform, train_transform
 
 log = logging.getLogger(__name__)

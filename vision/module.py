@@ -20,12 +20,12 @@ from torchmetrics import MetricCollection
 from torchmetrics.classification import MulticlassAccuracy
 
 from core import warmup_cosine
+from core.constraints import AUTO
 from core.training.budget import RunPlan, run_plan, stepping_bound, steps_per_epoch
 from core.training.errors import InputError
 from core.regularization import DropPath
 from vision.model import VisionTransformer
 from vision.recipe import (
-    AUTO,
     FULL_CUTMIX_ALPHA,
     FULL_DROP_PATH,
     FULL_MIXUP_ALPHA,

@@ -30,7 +30,6 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-AUTO = "auto"
 START_EPOCHS = 10.0
 MIX_START_EPOCHS = 30.0
 FULL_EPOCHS = 100.0

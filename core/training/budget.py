@@ -173,8 +173,8 @@ class TrainingBudget(pl.Callback):
         if self.announced:
             return
         self.announced = True
-        kind = "estimated from the time budget" if self.timer is not None else "planned"
-        log.info("learning-rate schedule laid over %d %s optimizer steps", planned, kind)
+        kind = " (estimated from the time budget)" if self.timer is not None else ""
+        log.info("learning-rate schedule laid over %d optimizer steps%s", planned, kind)
         for schedule in shortened:
             log.info(
                 "note: warmup shortened from %d to %d steps, %.0f%% of the planned steps (budget.max_warmup_fraction)",

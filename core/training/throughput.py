@@ -1,8 +1,8 @@
-"""Training throughput (images or tokens per second of training-step time) as a Lightning callback."""
+"""Training throughput (images or tokens per second of training time, loading included) as a Lightning callback."""
 
 from __future__ import annotations
 
-import time
+from time import perf_counter
 from typing import Any
 
 import lightning.pytorch as pl
@@ -10,13 +10,17 @@ import torch
 
 
 class TrainThroughput(pl.Callback):
-    """Measures items per second over the wall time of training batches only (no validation).
+    """Measures items per second over the wall time of training batches, loading included: each
+    batch is timed from the end of the one before (or from the start of the epoch, or the end of
+    a validation) to its own end, so a loader that cannot keep up lowers the rate as it lowers a
+    plain loop's; validation, checkpoints and the time between epochs are left out.
 
     The LightningModule names its unit in ``throughput_unit`` (``"samples"`` or ``"tokens"``)
     and counts a batch with ``count_items(batch)``. The first ``skip_batches`` batches of a fit
-    carry one-off costs (``torch.compile``, cuDNN autotuning, allocator growth) and are left out
-    once later batches have been timed. The running rate, multiplied by the number of processes,
-    is logged as ``train/<unit>_per_second`` at the end of each training epoch.
+    carry one-off costs (``torch.compile``, cuDNN autotuning, allocator growth, the loader's
+    workers starting) and are left out once later batches have been timed. The running rate,
+    multiplied by the number of processes, is logged as ``train/<unit>_per_second`` at the end of
+    each training epoch.
     """
 
     def __init__(self, skip_batches: int = 3) -> None:
@@ -30,18 +34,26 @@ class TrainThroughput(pl.Callback):
         if pl_module.device.type == "cuda":
             torch.cuda.synchronize(pl_module.device)
 
-    def on_train_batch_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule, batch: Any, batch_idx: int) -> None:
+    def _restart(self, pl_module: pl.LightningModule) -> None:
         self._sync(pl_module)
-        self._start = time.perf_counter()
+        self._start = perf_counter()
+
+    def on_train_epoch_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
+        self._restart(pl_module)
+
+    def on_validation_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
+        self._restart(pl_module)
 
     def on_train_batch_end(
         self, trainer: pl.Trainer, pl_module: pl.LightningModule, outputs: Any, batch: Any, batch_idx: int
     ) -> None:
         self._sync(pl_module)
+        now = perf_counter()
         steady = int(self.batches >= self.skip_batches)
-        self.seconds[steady] += time.perf_counter() - self._start
+        self.seconds[steady] += now - self._start
         self.items[steady] += int(pl_module.count_items(batch))
         self.batches += 1
+        self._start = now
 
     def on_train_epoch_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
         steady = self.seconds[1] > 0

@@ -36,6 +36,7 @@ _EXPORTS = {
     "load_checkpoint": "core.training.checkpoint_loading",
     "load_module": "core.training.checkpoint_loading",
     "merge_masks": "core.masks",
+    "mimetic_init_": "core.initialization",
     "padding_mask": "core.masks",
     "padding_mask_from_ids": "core.masks",
     "recorded_attention_weights": "core.attention",

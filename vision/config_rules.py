@@ -22,7 +22,7 @@ from core.constraints import (
 )
 from core.training.errors import InputError
 from core.training.validation import Rule
-from vision.constraints import CROP, HOLDOUT, POOL, POS_EMBED, require_patch_grid
+from vision.constraints import CROP, HOLDOUT, POOL, POS_EMBED, WEIGHT_INIT, require_patch_grid
 
 RULES: tuple[Rule, ...] = (
     Rule(("model.img_size", "model.patch_size", "model.in_chans", "model.depth"), POSITIVE_INT),
@@ -31,6 +31,7 @@ RULES: tuple[Rule, ...] = (
     Rule(("model.drop_path",), or_auto(FRACTION)),
     Rule(("model.pool",), POOL),
     Rule(("model.pos_embed",), POS_EMBED),
+    Rule(("model.weight_init",), WEIGHT_INIT),
     Rule(("module.mixup_alpha", "module.cutmix_alpha"), or_auto(NON_NEGATIVE)),
     Rule(("module.warmup_epochs",), NON_NEGATIVE),
     Rule(("module.min_lr_ratio", "module.mixup_prob", "module.mixup_switch_prob"), PROBABILITY),

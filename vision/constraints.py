@@ -14,6 +14,8 @@ from core.constraints import AUTO, Check, is_number, one_of
 POOLS = ("cls", "mean")
 POS_EMBEDS = ("learned", "sincos")
 POOL, POS_EMBED = one_of(POOLS), one_of(POS_EMBEDS)
+WEIGHT_INITS = ("timm", "mimetic")  # vision.model.VisionTransformer.init_weights
+WEIGHT_INIT = one_of(WEIGHT_INITS)
 CROPS = ("pad", "random_resized")  # vision.transforms.train_transform
 CROP = one_of((*CROPS, AUTO))  # auto: chosen by the image size (vision.recipe)
 HOLDOUT = Check(

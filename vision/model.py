@@ -15,7 +15,8 @@ from timm.layers import resample_abs_pos_embed
 from torch import Tensor, nn
 
 from core import Encoder, sincos_2d
-from vision.constraints import require_pool
+from core.initialization import mimetic_init_
+from vision.constraints import WEIGHT_INIT, require_pool
 from vision.patch_embed import PatchEmbed
 from vision.timm_weights import convert_timm_state_dict, timm_config
 
@@ -51,6 +52,9 @@ class VisionTransformer(nn.Module):
         norm_eps: LayerNorm epsilon (1e-6 as in the ViT paper and timm).
         dynamic_img_size: accept any image size divisible by P, resampling the positional
             embedding to the input's grid.
+        weight_init: ``timm`` (truncated normal, timm's default) or ``mimetic`` (the same, then
+            each self-attention layer set by :func:`core.initialization.mimetic_init_`: a token
+            starts by attending to its neighbours, as in trained ViTs).
     """
 
     def __init__(
@@ -73,9 +77,12 @@ class VisionTransformer(nn.Module):
         layer_scale: float | None = None,
         norm_eps: float = 1e-6,
         dynamic_img_size: bool = False,
+        weight_init: str = "timm",
     ) -> None:
         super().__init__()
         require_pool(pool, pos_embed, class_token)
+        WEIGHT_INIT.require(weight_init, "weight_init")
+        self.weight_init = weight_init
         self.num_classes = num_classes
         self.pool = pool
         self.pos_embed_kind = pos_embed
@@ -116,7 +123,8 @@ class VisionTransformer(nn.Module):
 
     def init_weights(self) -> None:
         """timm's default ViT init: truncated normal (std 0.02) for linear layers and the
-        positional table, zero biases, a near-zero class token."""
+        positional table, zero biases, a near-zero class token; with ``weight_init="mimetic"``
+        the attention weights are then set mimetically (Trockman and Kolter 2023)."""
         if isinstance(self.pos_embed, nn.Parameter):
             nn.init.trunc_normal_(self.pos_embed, std=0.02)
         if self.cls_token is not None:
@@ -126,6 +134,9 @@ class VisionTransformer(nn.Module):
                 nn.init.trunc_normal_(module.weight, std=0.02)
                 if module.bias is not None:
                     nn.init.zeros_(module.bias)
+        if self.weight_init == "mimetic":
+            for layer in self.encoder.layers:
+                mimetic_init_(layer.attn)
 
     def no_weight_decay(self) -> set[str]:
         """Parameters excluded from weight decay besides norms and biases (as in timm)."""

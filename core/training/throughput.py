@@ -8,6 +8,9 @@ from typing import Any
 import lightning.pytorch as pl
 import torch
 
+# Batches of a fit left out of the rate once later ones are timed (one-off costs).
+SKIP_BATCHES = 3
+
 
 class TrainThroughput(pl.Callback):
     """Measures items per second over the wall time of training batches, loading included: each
@@ -23,7 +26,7 @@ class TrainThroughput(pl.Callback):
     each training epoch.
     """
 
-    def __init__(self, skip_batches: int = 3) -> None:
+    def __init__(self, skip_batches: int = SKIP_BATCHES) -> None:
         self.skip_batches = skip_batches
         self.batches = 0
         self.items = [0, 0]  # [skipped batches, steady batches]

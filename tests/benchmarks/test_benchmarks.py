@@ -168,11 +168,12 @@ def test_quality_vision_runs_the_cli_and_the_plain_timm_loop_side_by_side(
     for row in output["rows"]:
         assert (row["data"], row["epochs"]) == ("digits", 1)
         assert 0 <= row["test_acc"] <= 1 and row["train_seconds"] > 0 and row["wall_seconds"] >= row["train_seconds"]
+        assert row["images_per_second"] > 0
     assert output["settings"]["images"] == {"digits": {"train": 1258, "val": 179, "test": 360}}
     assert (tmp_path / "runs" / "digits_1ep" / "metrics.json").is_file()
     table = capsys.readouterr().out
-    assert "| data | epochs | contender | test acc | train s | wall s |" in table
-    assert "| digits | 1 | plain timm loop |" in table
+    assert "| data | epochs | contender | test acc | train s | wall s | images/s (vs the loop) |" in table
+    assert "| digits | 1 | plain timm loop |" in table and "(1.00x) |" in table
 
 
 @pytest.mark.slow

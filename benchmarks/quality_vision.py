@@ -136,7 +136,9 @@ def run_plain(
     )
     loss_fn = LabelSmoothingCrossEntropy(settings.label_smoothing)
     start, step = time.perf_counter(), 0
-    steady_start = start  # the clock once the first SKIP_BATCHES batches are done, as TrainThroughput's
+    # The clock once the first SKIP_BATCHES batches are done; a run of no more batches than that
+    # is timed whole, as TrainThroughput falls back to.
+    steady_start = start
     for _ in range(epochs):
         net.train()
         for batch, (images, labels) in enumerate(train_loader):

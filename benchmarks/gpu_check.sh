@@ -1,8 +1,11 @@
 #!/usr/bin/env bash
-# GPU readiness check, one script, about 4 minutes on one GPU (bf16, torch.compile):
+# GPU readiness check, one script, about 8 minutes on one GPU (bf16, torch.compile):
 #   1. python -m vision.train trainer=gpu compile=true on CIFAR-shaped (32 px) data, 200 steps:
 #      the CLI's training images/s, beside timm's compiled ViT of the same shape (benchmarks.vit).
-#   2. python -m nlp.train trainer=gpu compile=true on a generated parallel corpus, 200 steps:
+#   2. the same with the full 100-epoch recipe switched on (RandAugment m9, random erasing 0.25,
+#      Mixup 0.8 / CutMix 1.0, drop path 0.1) through the real transforms: augmented in the loader
+#      workers, on the GPU (data.augment_on=device), and on the GPU with RandAugment off.
+#   3. python -m nlp.train trainer=gpu compile=true on a generated parallel corpus, 200 steps:
 #      the CLI's target tokens/s.
 # Usage: bash benchmarks/gpu_check.sh [OUTPUT_DIR]   (figures: OUTPUT_DIR/summary.md)
 set -uo pipefail
@@ -24,12 +27,22 @@ metric() {  # metric RUN_DIR KEY: one value of a run's metrics.json
   $py -c "import json,sys; print(round(json.load(open(sys.argv[1] + '/metrics.json')).get(sys.argv[2], float('nan')), 1))" "$1" "$2"
 }
 
-echo "## vision.train trainer=gpu compile=true (vit_tiny, 32 px, batch 256, 200 steps)" | tee -a "$summary"
-timeout 120 $py -m vision.train data=synthetic data.train_size=25600 data.val_size=1024 data.test_size=1024 \
-  data.batch_size=256 data.num_workers=$workers data.pin_memory=true data.persistent_workers=true \
-  trainer=gpu compile=true trainer.max_steps=200 trainer.limit_val_batches=4 \
-  hydra.run.dir="$out/vision" > "$out/vision.log" 2>&1
-echo "exit $? | CLI training images/s: $(metric "$out/vision" train_samples_per_second)" | tee -a "$summary"
+vision_run() {  # vision_run NAME OVERRIDES...: 200 compiled steps of vit_tiny at 32 px, batch 256
+  local name=$1; shift
+  timeout 150 $py -m vision.train data=synthetic data.train_size=25600 data.val_size=1024 data.test_size=1024 \
+    data.batch_size=256 data.num_workers=$workers data.pin_memory=true data.persistent_workers=true \
+    trainer=gpu compile=true trainer.max_steps=200 trainer.limit_val_batches=4 "$@" \
+    hydra.run.dir="$out/$name" > "$out/$name.log" 2>&1
+  echo "exit $? | $name | CLI training images/s: $(metric "$out/$name" train_samples_per_second)" | tee -a "$summary"
+}
+recipe="data.auto_augment=rand-m9-n2-mstd0.5-inc1-mmax9 data.re_prob=0.25 module.mixup_alpha=0.8 module.cutmix_alpha=1.0 model.drop_path=0.1"
+
+echo "## vision.train trainer=gpu compile=true (vit_tiny, 32 px, batch 256, $workers loader workers, 200 steps)" | tee -a "$summary"
+vision_run vision
+echo "## the same with the full recipe ($recipe)" | tee -a "$summary"
+vision_run vision_recipe_loader $recipe
+vision_run vision_recipe_device $recipe data.augment_on=device
+vision_run vision_recipe_device_no_randaugment $recipe data.augment_on=device data.auto_augment=null
 timeout 100 $py -m benchmarks.vit --device cuda --compile --batch 256 --models vit_tiny --warmup 2 --repeats 3 \
   > "$out/vit_bench.json" 2>"$out/vit_bench.log"
 echo "exit $? | benchmarks.vit vit_tiny 32 px (ours vs timm, both compiled, bf16), images/s:" | tee -a "$summary"

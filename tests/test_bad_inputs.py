@@ -46,6 +46,10 @@ CASES = {
     "vision.train unknown pooling": Case("vision.train", ("model.pool=max",), "model.pool"),
     "vision.train negative learning rate": Case("vision.train", ("module.lr=-0.001",), "module.lr"),
     "vision.train odd batch with mixup": Case("vision.train", ("data.batch_size=33",), "data.batch_size=33"),
+    "vision.train unknown augmentation place": Case("vision.train", ("data.augment_on=gpu",), "data.augment_on"),
+    "vision.train random resized crop on the device": Case(
+        "vision.train", ("data.augment_on=device", "data.crop=random_resized"), "data.crop=random_resized"
+    ),
     "vision.train image folder missing": Case(
         "vision.train", ("data=imagefolder", "data.root={files}/no_such_folder"), "{files}/no_such_folder"
     ),

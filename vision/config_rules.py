@@ -22,7 +22,17 @@ from core.constraints import (
 )
 from core.training.errors import InputError
 from core.training.validation import Rule
-from vision.constraints import CROP, HOLDOUT, POOL, POS_EMBED, WEIGHT_INIT, require_patch_grid
+from vision.constraints import (
+    AUGMENT_ON,
+    CROP,
+    HOLDOUT,
+    POOL,
+    POS_EMBED,
+    WEIGHT_INIT,
+    require_device_crop,
+    require_patch_grid,
+)
+from vision.recipe import crop_for
 
 RULES: tuple[Rule, ...] = (
     Rule(("model.img_size", "model.patch_size", "model.in_chans", "model.depth"), POSITIVE_INT),
@@ -40,6 +50,7 @@ RULES: tuple[Rule, ...] = (
     Rule(("data.hflip", "data.max_unreadable"), PROBABILITY),
     Rule(("data.re_prob",), or_auto(PROBABILITY)),
     Rule(("data.crop",), CROP),
+    Rule(("data.augment_on",), AUGMENT_ON),
 )
 
 
@@ -69,6 +80,15 @@ def mixup_pairs(cfg: DictConfig) -> None:
         )
 
 
+def device_crop(cfg: DictConfig) -> None:
+    """Augmentation on the device pads and crops (``data.crop`` pad, or auto at up to 64 px)."""
+    crop, size = OmegaConf.select(cfg, "data.crop"), OmegaConf.select(cfg, "model.img_size")
+    if crop == AUTO and isinstance(size, int):
+        crop = crop_for(size)
+    if crop != AUTO:
+        require_device_crop(OmegaConf.select(cfg, "data.augment_on"), crop)
+
+
 def image_folder(cfg: DictConfig) -> None:
     """``data.root`` of an image folder is a directory with a ``train/`` folder in it."""
     if OmegaConf.select(cfg, "data._target_") != "vision.folder.ImageFolderDataModule":
@@ -83,4 +103,4 @@ def image_folder(cfg: DictConfig) -> None:
         raise InputError(f"data.root={root} has no train/ folder; {fix}")
 
 
-RELATIONS: tuple[Callable[[DictConfig], None], ...] = (image_grid, sincos_width, mixup_pairs, image_folder)
+RELATIONS: tuple[Callable[[DictConfig], None], ...] = (image_grid, sincos_width, mixup_pairs, device_crop, image_folder)

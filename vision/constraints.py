@@ -18,6 +18,8 @@ WEIGHT_INITS = ("timm", "mimetic")  # vision.model.VisionTransformer.init_weight
 WEIGHT_INIT = one_of(WEIGHT_INITS)
 CROPS = ("pad", "random_resized")  # vision.transforms.train_transform
 CROP = one_of((*CROPS, AUTO))  # auto: chosen by the image size (vision.recipe)
+AUGMENT_PLACES = ("loader", "device")  # vision.datamodule.ImageDataModule's augment_on
+AUGMENT_ON = one_of(AUGMENT_PLACES)
 HOLDOUT = Check(
     "a fraction in (0, 1) or a count of at least 1",
     lambda v: is_number(v) and (0 < v < 1 or (v >= 1 and float(v).is_integer())),
@@ -36,6 +38,16 @@ def require_patch_grid(
                 f"into whole patches; set {names[0]}={max(patch_size, round(side / patch_size) * patch_size)} "
                 f"or a patch size that divides {side}"
             )
+
+
+def require_device_crop(augment_on: str, crop: str, error: type[ValueError] = ValueError) -> None:
+    """Augmentation on the device crops as the CIFAR recipe does: ``crop`` (resolved from
+    ``auto``) is ``pad`` when ``augment_on`` is ``device``."""
+    if augment_on == "device" and crop != "pad":
+        raise error(
+            f"data.augment_on=device pads and crops (the CIFAR recipe), not data.crop={crop}; "
+            "set data.crop=pad or data.augment_on=loader"
+        )
 
 
 def require_pool(pool: str, pos_embed: str, class_token: bool) -> None:

@@ -16,8 +16,10 @@ from torch.utils.data import DataLoader, Dataset, DistributedSampler, Subset
 from core.constraints import AUTO, NON_NEGATIVE_INT, POSITIVE_INT, optional
 from core.training.errors import InputError
 from core.training.resumable import ResumableLoader, ShuffledBatchSampler, trained_position
+from vision.batch_augment import BatchAugment
+from vision.constraints import AUGMENT_ON, require_device_crop
 from vision.recipe import FULL_POLICY, Regularization, crop_for
-from vision.transforms import SharedValue, eval_transform, train_transform
+from vision.transforms import SharedValue, eval_transform, train_transform, uint8_transform
 
 log = logging.getLogger(__name__)
 
@@ -76,6 +78,12 @@ class ImageDataModule(LightningDataModule):
             :func:`vision.transforms.train_transform`. ``auto`` (the default) takes the crop
             from the image size and sizes RandAugment (:data:`vision.recipe.FULL_POLICY` scaled)
             and random erasing to the run's length (:mod:`vision.recipe`).
+        augment_on: where the training augmentation runs. ``loader``: every step in the loader
+            workers (:func:`vision.transforms.train_transform`). ``device``: the workers only
+            resize (and apply RandAugment when on) and hand over uint8 images; crop, flip,
+            normalization and random erasing run on the whole batch where it trains
+            (:class:`vision.batch_augment.BatchAugment`, in :meth:`on_after_batch_transfer`),
+            which takes that work off a loader that cannot keep up with a GPU. Pad-and-crop only.
     """
 
     MEAN: tuple[float, float, float] = (0.485, 0.456, 0.406)
@@ -100,9 +108,11 @@ class ImageDataModule(LightningDataModule):
         re_prob: float | str = AUTO,
         hflip: float = 0.5,
         interpolation: str = "bicubic",
+        augment_on: str = "loader",
     ) -> None:
         super().__init__()
         POSITIVE_INT.require(batch_size, "data.batch_size")
+        AUGMENT_ON.require(augment_on, "data.augment_on", InputError)
         optional(NON_NEGATIVE_INT).require(num_workers, "data.num_workers")  # null: the usable CPUs
         self.root = root
         self.img_size = img_size
@@ -119,17 +129,18 @@ class ImageDataModule(LightningDataModule):
         # Auto strengths live in shared memory, so loader workers follow apply_regularization.
         self.augment_strength = SharedValue() if auto_augment == AUTO else None
         self.erasing = SharedValue() if re_prob == AUTO else None
-        self.train_tf = train_transform(
-            img_size,
-            self.mean,
-            self.std,
-            crop_for(img_size) if crop == AUTO else crop,
-            FULL_POLICY if auto_augment == AUTO else auto_augment,
-            re_prob if self.erasing is None else self.erasing,
-            hflip,
-            interpolation,
-            self.augment_strength,
-        )
+        crop = crop_for(img_size) if crop == AUTO else crop
+        policy = FULL_POLICY if auto_augment == AUTO else auto_augment
+        erasing = re_prob if self.erasing is None else self.erasing
+        self.batch_augment: BatchAugment | None = None  # the device's share, with augment_on=device
+        require_device_crop(augment_on, crop, InputError)
+        if augment_on == "device":
+            self.train_tf = uint8_transform(img_size, self.mean, policy, interpolation, self.augment_strength)
+            self.batch_augment = BatchAugment(img_size, self.mean, self.std, hflip, erasing)
+        else:
+            self.train_tf = train_transform(
+                img_size, self.mean, self.std, crop, policy, erasing, hflip, interpolation, self.augment_strength
+            )
         self.eval_tf = eval_transform(**self.eval_data_config())
         self.train_set: Dataset | None = None
         self.train_plain_set: Dataset | None = None  # the training images with evaluation preprocessing
@@ -187,6 +198,14 @@ class ImageDataModule(LightningDataModule):
             self.augment_strength.set(settings.rand_augment)
         if self.erasing is not None:
             self.erasing.set(settings.re_prob)
+
+    def on_after_batch_transfer(self, batch: Any, dataloader_idx: int) -> Any:
+        """With ``augment_on=device``, augment each training batch where it arrived (uint8 images
+        -> augmented, normalized float images); evaluation batches pass unchanged."""
+        if self.batch_augment is None or self.trainer is None or not self.trainer.training:
+            return batch
+        images, targets = batch
+        return self.batch_augment(images), targets
 
     def workers(self) -> int:
         """Loader processes: ``num_workers``, or the usable CPUs shared by this machine's training

@@ -1,5 +1,6 @@
 """Image preprocessing: any PIL image to 8-bit RGB, timm's training augmentation (crop, flip,
-RandAugment, random erasing) and the deterministic evaluation transform.
+RandAugment, random erasing), the loader's uint8 share of it when the rest runs on the device
+(:mod:`vision.batch_augment`) and the deterministic evaluation transform.
 
 Augmentation strengths may be fixed numbers or :class:`SharedValue` s, which the training process
 sets while the run goes (see :mod:`vision.recipe`) and every loader worker reads per image.
@@ -183,6 +184,21 @@ class SharedErasing(RandomErasing):
         return super().__call__(input) if self.probability > 0.0 else input
 
 
+def policy_steps(
+    img_size: int,
+    mean: Sequence[float],
+    auto_augment: str | None,
+    interpolation: str,
+    augment_strength: SharedValue | None,
+) -> list[Callable]:
+    """The auto-augment step of a training pipeline (none when ``auto_augment`` is None), its
+    magnitudes scaled by ``augment_strength`` when given."""
+    if not auto_augment:
+        return []
+    augment = policy_transform(auto_augment, augment_hparams(img_size, mean, interpolation))
+    return [augment if augment_strength is None else ScaledAugment(augment, augment_strength)]
+
+
 def train_transform(
     img_size: int,
     mean: Sequence[float],
@@ -213,15 +229,28 @@ def train_transform(
     else:
         geometry = [RandomResizedCropAndInterpolation(img_size, interpolation=interpolation)]
     steps: list[Callable] = [ToRGB(), *geometry, T.RandomHorizontalFlip(hflip)]
-    if auto_augment:
-        augment = policy_transform(auto_augment, augment_hparams(img_size, mean, interpolation))
-        steps.append(augment if augment_strength is None else ScaledAugment(augment, augment_strength))
+    steps += policy_steps(img_size, mean, auto_augment, interpolation, augment_strength)
     steps += [MaybeToTensor(), T.Normalize(torch.tensor(mean), torch.tensor(std))]
     if isinstance(re_prob, SharedValue):
         steps.append(SharedErasing(re_prob, mode="pixel", device="cpu"))
     elif re_prob > 0:
         steps.append(RandomErasing(re_prob, mode="pixel", device="cpu"))
     return T.Compose(steps)
+
+
+def uint8_transform(
+    img_size: int,
+    mean: Sequence[float],
+    auto_augment: str | None = None,
+    interpolation: str = "bicubic",
+    augment_strength: SharedValue | None = None,
+) -> T.Compose:
+    """The loader's share of the training pipeline when the rest runs on the device
+    (:class:`vision.batch_augment.BatchAugment`): RGB, resize to ``img_size`` square, the
+    auto-augment policy when on, and the image as a uint8 tensor [3, img_size, img_size]."""
+    steps: list[Callable] = [ToRGB(), T.Resize((img_size, img_size), interpolation=T.InterpolationMode(interpolation))]
+    steps += policy_steps(img_size, mean, auto_augment, interpolation, augment_strength)
+    return T.Compose([*steps, T.PILToTensor()])
 
 
 def eval_transform(

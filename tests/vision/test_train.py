@@ -66,7 +66,7 @@ def test_experiments_compose_into_a_module(experiment: str) -> None:
     if experiment == "finetune_timm":
         assert module.net.img_size == (224, 224) and module.mixup is None
     else:
-        assert cfg.trainer.max_epochs == 200 and module.mixup is not None
+        assert cfg.trainer.max_epochs == 200 and module.mixup is not None and cfg.compile is True
         assert cfg.data.dataset == experiment.removesuffix("_vit")
 
 

@@ -21,6 +21,7 @@ from PIL import Image
 
 from core import load_checkpoint, load_module
 from core.training.runner import model_kwargs, train
+from core.training.validation import validate_config
 from tests.vision.vision_testdata import CONF, TINY_MODEL, write_image
 from vision import predict
 from vision import explain
@@ -68,6 +69,23 @@ def test_experiments_compose_into_a_module(experiment: str) -> None:
     else:
         assert cfg.trainer.max_epochs == 200 and module.mixup is not None and cfg.compile is True
         assert cfg.data.dataset == experiment.removesuffix("_vit")
+
+
+@pytest.mark.parametrize(
+    ("budget", "bounds"),
+    [
+        (["trainer.max_time=00:00:10:00"], (200, "00:00:10:00")),
+        (["trainer.max_time=00:00:30:00", "trainer.max_epochs=-1"], (-1, "00:00:30:00")),
+        (["data.augment_on=device"], (200, None)),
+    ],
+)
+def test_the_readmes_cifar10_variants_pass_the_config_checks(budget: list[str], bounds: tuple) -> None:
+    cfg = vision_config(["experiment=cifar10_vit", "paths.output_dir=/unused", *budget])
+    validate_config(cfg)
+    assert (cfg.trainer.max_epochs, cfg.trainer.get("max_time")) == bounds
+    assert (cfg.data.auto_augment, cfg.data.re_prob, cfg.module.mixup_alpha, cfg.model.drop_path) == (
+        "rand-m9-n2-mstd0.5-inc1-mmax9", 0.25, 0.8, 0.1
+    )  # the full recipe, whatever the budget
 
 
 def test_cifar100_data_is_cifar10_with_its_own_dataset_and_statistics() -> None:

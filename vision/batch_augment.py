@@ -70,7 +70,9 @@ class BatchAugment:
 
     def __call__(self, images: Tensor) -> Tensor:
         """uint8 images [B, C, H, W] -> augmented, normalized float32 images [B, C, H, W]."""
+        if self.mean.device != images.device:  # moved once, not copied to the device every batch
+            self.mean, self.std = self.mean.to(images.device), self.std.to(images.device)
         images = self.crop_flip(images).float().div(255)
-        images = images.sub(self.mean.to(images.device)).div(self.std.to(images.device))
+        images = images.sub(self.mean).div(self.std)
         self.erasing.device = images.device  # the noise is drawn where the batch is
         return self.erasing(images)

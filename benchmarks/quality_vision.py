@@ -3,13 +3,16 @@ training loop, on real digits that run offline (:mod:`benchmarks.digits_data`).
 
 The CLI runs as a user would run it, in a subprocess, with only the data and the length given
 (``data=imagefolder data.root=DIR trainer.max_epochs=E``) plus the model size; everything else
-is the default recipe, whose regularization follows the run's length (``vision/recipe.py``). It
-validates on ``val/`` every epoch and tests its best checkpoint on ``test/`` (``metrics.json``).
+is the default recipe, whose regularization follows the run's length (``vision/recipe.py``). Its batch is
+``data.batch_size=auto`` (sized from the budget, ``vision/batch_size.py``; the table shows the
+choice). It validates on ``val/`` every epoch and tests its best checkpoint on ``test/``
+(``metrics.json``). ``--seeds`` repeats every row with each seed (the CLI's ``seed=S``, the loop's
+``torch.manual_seed(S)``) and adds a table of the means and ranges.
 
 The plain loop is a ~50-line timm loop, the bar the defaults must reach: timm's
 ``VisionTransformer`` with the CLI model's patch, width, depth, heads and MLP ratio (no stochastic
 depth; timm's learned positional table, where the presets use fixed 2D sin-cos positions),
-the same epochs and batch, AdamW (lr 2e-3, weight decay 0.05, no decay on norms and biases),
+the same epochs, batches of 64, AdamW (lr 2e-3, weight decay 0.05, no decay on norms and biases),
 10% linear warmup then cosine per step (timm's ``CosineLRScheduler``), label smoothing 0.1,
 pad-crop + flip, no mixing; torchvision's ``ImageFolder`` reads ``train/`` and ``test/``; it tests
 its final weights.
@@ -23,8 +26,8 @@ The model: on a CPU, a small ViT (width 128, depth 4, 4 heads, MLP ratio 2, patc
 costs about 5x the compute per image; ``--preset`` uses the preset, the default on a GPU. On a
 machine with few cores, ``--threads 1`` avoids oversubscribing them beside the loader workers.
 
-    python -m benchmarks.quality_vision [--datasets digits mnist] [--epochs 3 10 30] [--preset]
-        [--threads N] [--data-dir DIR] [--out-dir DIR] [--append results.jsonl] [--quick]
+    python -m benchmarks.quality_vision [--datasets digits mnist] [--epochs 3 10 30] [--seeds 0 1 2]
+        [--preset] [--threads N] [--data-dir DIR] [--out-dir DIR] [--append results.jsonl] [--quick]
 """
 
 from __future__ import annotations
@@ -49,6 +52,7 @@ from torchvision.datasets import ImageFolder
 
 from benchmarks import digits_data
 from benchmarks.common import environment, run_training_cli, table_result
+from core.training.checkpoint_loading import load_checkpoint
 from core.training.throughput import SKIP_BATCHES
 from vision.datamodule import usable_cpus
 from vision.folder import ImageFolderDataModule
@@ -65,12 +69,12 @@ class PlainLoop:
     """Settings of the plain timm loop."""
 
     lr: float = 2e-3
+    batch_size: int = 64
     weight_decay: float = 0.05
     warmup_fraction: float = 0.1  # of all steps, linear from lr / 100
     label_smoothing: float = 0.1
     pad: int = 4  # pad-crop at 32px
     hflip: float = 0.5
-    seed: int = 0
 
 
 PLAIN_LOOP = PlainLoop()
@@ -80,7 +84,8 @@ PLAIN = "plain timm loop"
 def run_cli(
     data_root: Path, epochs: int, overrides: list[str], run_dir: Path, threads: int
 ) -> dict[str, float]:
-    """``python -m vision.train`` on the image folder for ``epochs``; its ``metrics.json`` figures."""
+    """``python -m vision.train`` on the image folder for ``epochs``; its ``metrics.json`` figures
+    and the training batch it chose."""
     metrics, wall = run_training_cli(
         "vision.train",
         ["data=imagefolder", f"data.root={data_root}", f"trainer.max_epochs={epochs}", *overrides],
@@ -90,6 +95,7 @@ def run_cli(
     return {
         "test_acc": metrics["test/acc"], "train_seconds": metrics["fit_seconds"], "wall_seconds": wall,
         "images_per_second": metrics["train_samples_per_second"],
+        "batch": load_checkpoint(run_dir / "checkpoints" / "last.ckpt")["ImageFolderDataModule"]["train_batch_size"],
     }
 
 
@@ -107,12 +113,13 @@ def plain_model(model: dict[str, Any], num_classes: int) -> torch.nn.Module:
 
 
 def run_plain(
-    data_root: Path, epochs: int, batch_size: int, model: dict[str, Any], mean: list[float], std: list[float],
-    device: torch.device, max_batches: int | None = None,
+    data_root: Path, epochs: int, model: dict[str, Any], mean: list[float], std: list[float],
+    device: torch.device, seed: int = 0, max_batches: int | None = None,
 ) -> dict[str, float]:
     """The plain loop: train on ``train/`` for ``epochs``, test the final weights on ``test/``."""
     settings = PLAIN_LOOP
-    torch.manual_seed(settings.seed)
+    batch_size = settings.batch_size
+    torch.manual_seed(seed)
     size = model["img_size"]
     resize = T.Resize((size, size), interpolation=T.InterpolationMode.BICUBIC)
     normalize = [T.ToTensor(), T.Normalize(mean, std)]
@@ -166,23 +173,42 @@ def run_plain(
             seen += len(labels)
     return {
         "test_acc": correct / seen, "train_seconds": train_seconds, "wall_seconds": time.perf_counter() - start,
-        "images_per_second": images_per_second,
+        "images_per_second": images_per_second, "batch": batch_size,
     }
+
+
+def run_key(row: dict[str, Any]) -> tuple[str, int, int]:
+    """The run a row belongs to: data, epochs, seed."""
+    return row["data"], row["epochs"], row["seed"]
 
 
 def markdown(rows: list[dict[str, Any]]) -> str:
     """The side-by-side table."""
     lines = [
-        "| data | epochs | contender | test acc | train s | wall s | images/s (vs the loop) |",
-        "|---|---|---|---|---|---|---|",
+        "| data | epochs | seed | contender | batch | test acc | train s | wall s | images/s (vs the loop) |",
+        "|---|---|---|---|---|---|---|---|---|",
     ]
-    loop_speed = {(row["data"], row["epochs"]): row["images_per_second"] for row in rows if row["contender"] == PLAIN}
+    loop_speed = {run_key(row): row["images_per_second"] for row in rows if row["contender"] == PLAIN}
     for row in rows:
-        ratio = row["images_per_second"] / loop_speed[row["data"], row["epochs"]]
+        ratio = row["images_per_second"] / loop_speed[run_key(row)]
         lines.append(
-            f"| {row['data']} | {row['epochs']} | {row['contender']} | {100 * row['test_acc']:.2f}% | "
-            f"{row['train_seconds']:.0f} | {row['wall_seconds']:.0f} | {row['images_per_second']:.0f} ({ratio:.2f}x) |"
+            f"| {row['data']} | {row['epochs']} | {row['seed']} | {row['contender']} | {row['batch']} | "
+            f"{100 * row['test_acc']:.2f}% | {row['train_seconds']:.0f} | {row['wall_seconds']:.0f} | "
+            f"{row['images_per_second']:.0f} ({ratio:.2f}x) |"
         )
+    seeds = sorted({row["seed"] for row in rows})
+    if len(seeds) > 1:
+        lines += ["", f"Over seeds {', '.join(map(str, seeds))}:", "",
+                  "| data | epochs | CLI mean (min-max) | loop mean (min-max) | CLI lead |", "|---|---|---|---|---|"]
+        for data, epochs in dict.fromkeys((row["data"], row["epochs"]) for row in rows):
+            accs = {
+                side: [100 * row["test_acc"] for row in rows if (row["data"], row["epochs"]) == (data, epochs)
+                       and (row["contender"] == PLAIN) == (side == PLAIN)]
+                for side in ("cli", PLAIN)
+            }
+            means = {side: sum(values) / len(values) for side, values in accs.items()}
+            cells = [f"{means[side]:.1f}% ({min(accs[side]):.1f}-{max(accs[side]):.1f})" for side in ("cli", PLAIN)]
+            lines.append(f"| {data} | {epochs} | {cells[0]} | {cells[1]} | {means['cli'] - means[PLAIN]:+.1f} |")
     return "\n".join(lines)
 
 
@@ -190,6 +216,7 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--datasets", nargs="+", choices=digits_data.DATASETS, default=list(digits_data.DATASETS))
     parser.add_argument("--epochs", type=int, nargs="+", default=[3, 10, 30], help="run lengths to compare")
+    parser.add_argument("--seeds", type=int, nargs="+", default=[0], help="seeds of the runs (each row per seed)")
     parser.add_argument("--preset", action="store_true", help="the default vit_tiny preset instead of CPU_MODEL")
     parser.add_argument("--threads", type=int, default=torch.get_num_threads(), help="CPU threads of both contenders")
     parser.add_argument(
@@ -227,15 +254,16 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         written = digits_data.write(data_dir, name)
         counts[name] = written.counts
         for epochs in args.epochs:
-            cli = run_cli(written.folder, epochs, overrides, out_dir / f"{name}_{epochs}ep", args.threads)
-            plain = run_plain(
-                written.folder, epochs, cfg.data.batch_size, model, mean, std, device, 3 if args.quick else None
-            )
-            rows.append({"data": name, "epochs": epochs, "contender": "vision.train defaults", **cli})
-            rows.append({"data": name, "epochs": epochs, "contender": PLAIN, **plain})
+            for seed in args.seeds:
+                run_dir = out_dir / f"{name}_{epochs}ep_seed{seed}"
+                cli = run_cli(written.folder, epochs, [*overrides, f"seed={seed}"], run_dir, args.threads)
+                plain = run_plain(written.folder, epochs, model, mean, std, device, seed, 3 if args.quick else None)
+                row = {"data": name, "epochs": epochs, "seed": seed}
+                rows.append({**row, "contender": "vision.train defaults", **cli})
+                rows.append({**row, "contender": PLAIN, **plain})
     env = environment(device, args.threads, " ".join(["python -m benchmarks.quality_vision", *argv]), timm=timm.__version__)
     settings = {
-        "cli_overrides": overrides, "batch_size": cfg.data.batch_size, "model": model,
+        "cli_overrides": overrides, "model": model,
         "plain_loop": asdict(PLAIN_LOOP), "images": counts,
     }
     return table_result("quality_vision", env, rows, markdown(rows), args.append, settings=settings)

@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import logging
 import math
-import time
 from collections.abc import Callable
 from typing import Any
 
@@ -33,7 +32,8 @@ import lightning.pytorch as pl
 import numpy as np
 import torch
 
-from core.training.budget import wall_clock_timer
+from core.training.pace import epoch_budget, time_budget
+from core.training.pace import measure_pace as pace_of
 from nlp.batching import token_budget_batches
 
 log = logging.getLogger(__name__)
@@ -44,7 +44,6 @@ MULTIPLE = 64
 STEPS_PER_TOKEN = 8  # above the floor, a run takes 8 optimizer steps per token of its batch
 STEPS_ONLY_TOKENS = 4096
 PROBE_TOKENS = 2048
-PROBE_STEPS = 3  # timed forward/backward passes, after one untimed warm-up pass
 
 Batch = dict[str, torch.Tensor]
 
@@ -55,42 +54,12 @@ def tokens_for_budget(budget_tokens: float) -> int:
     return min(MAX_TOKENS, max(MIN_TOKENS, tokens))
 
 
-def time_budget(trainer: pl.Trainer) -> float | None:
-    """The seconds of training ``trainer.max_time`` leaves, None without a time bound."""
-    timer = wall_clock_timer(trainer)
-    return None if timer is None else timer.time_remaining("train")
-
-
-def epoch_budget(trainer: pl.Trainer, epoch_tokens: int) -> float | None:
-    """Tokens of the epochs ``trainer.max_epochs`` allows, None without an epoch bound."""
-    epochs = trainer.max_epochs
-    if epochs is None or epochs < 0:
-        return None
-    return max(0, epochs - trainer.current_epoch) * float(epoch_tokens)
-
-
 def measure_pace(module: Any, trainer: pl.Trainer, batch: Batch) -> float:
     """Padded tokens per second of forward and backward passes of ``module.loss`` on ``batch``
-    (one warm-up pass, then :data:`PROBE_STEPS` timed), in the trainer's precision. The random
-    state is restored and the gradients cleared, so training starts as it would have."""
+    (:func:`core.training.pace.measure_pace`)."""
     batch = {key: value.to(module.device) for key, value in batch.items()}
     tokens = batch["source"].shape[0] * max(batch["source"].shape[1], batch["target"].shape[1] - 1)
-    devices = [module.device] if module.device.type == "cuda" else []
-    with torch.random.fork_rng(devices=devices):
-        start = 0.0
-        for step in range(PROBE_STEPS + 1):
-            if step == 1:
-                if module.device.type == "cuda":
-                    torch.cuda.synchronize(module.device)
-                start = time.perf_counter()
-            with trainer.precision_plugin.train_step_context():
-                loss, _ = module.loss(batch)
-            loss.backward()
-        if module.device.type == "cuda":
-            torch.cuda.synchronize(module.device)
-        seconds = time.perf_counter() - start
-    module.zero_grad(set_to_none=True)
-    return PROBE_STEPS * tokens / max(seconds, 1e-9)
+    return pace_of(module, trainer, lambda: module.loss(batch)[0], tokens)
 
 
 def probe_batch(lengths: np.ndarray, max_tokens: int, make_batch: Callable[[list[int]], Batch]) -> Batch:

@@ -45,7 +45,8 @@ RULES: tuple[Rule, ...] = (
     Rule(("module.mixup_alpha", "module.cutmix_alpha"), or_auto(NON_NEGATIVE)),
     Rule(("module.warmup_epochs",), NON_NEGATIVE),
     Rule(("module.min_lr_ratio", "module.mixup_prob", "module.mixup_switch_prob"), PROBABILITY),
-    Rule(("data.batch_size", "data.num_classes", "data.train_size", "data.test_size"), POSITIVE_INT),
+    Rule(("data.batch_size",), or_auto(POSITIVE_INT)),  # auto: sized from the budget (vision.batch_size)
+    Rule(("data.num_classes", "data.train_size", "data.test_size"), POSITIVE_INT),
     Rule(("data.val_size",), HOLDOUT),
     Rule(("data.hflip", "data.max_unreadable"), PROBABILITY),
     Rule(("data.re_prob",), or_auto(PROBABILITY)),
@@ -69,11 +70,12 @@ def sincos_width(cfg: DictConfig) -> None:
 
 
 def mixup_pairs(cfg: DictConfig) -> None:
-    """Mixup/CutMix pair the images of a batch, so ``data.batch_size`` is even while they are on."""
+    """Mixup/CutMix pair the images of a batch, so ``data.batch_size`` is even while they are on
+    (``auto`` always is)."""
     size = OmegaConf.select(cfg, "data.batch_size")
     alphas = [OmegaConf.select(cfg, f"module.{key}") or 0 for key in ("mixup_alpha", "cutmix_alpha")]
     may_mix = any(alpha == AUTO or alpha > 0 for alpha in alphas)  # auto mixes in runs of 30+ epochs
-    if size and size % 2 and may_mix and (OmegaConf.select(cfg, "module.mixup_prob") or 0) > 0:
+    if isinstance(size, int) and size % 2 and may_mix and (OmegaConf.select(cfg, "module.mixup_prob") or 0) > 0:
         raise InputError(
             f"data.batch_size={size} must be even while Mixup/CutMix is on (they pair the images of a batch); "
             f"set data.batch_size={size + 1} or module.mixup_prob=0"

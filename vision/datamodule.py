@@ -13,10 +13,11 @@ import torch
 from lightning.pytorch import LightningDataModule
 from torch.utils.data import DataLoader, Dataset, DistributedSampler, Subset
 
-from core.constraints import AUTO, NON_NEGATIVE_INT, POSITIVE_INT, optional
+from core.constraints import AUTO, NON_NEGATIVE_INT, POSITIVE_INT, optional, or_auto
 from core.training.errors import InputError
 from core.training.resumable import ResumableLoader, ShuffledBatchSampler, trained_position
 from vision.batch_augment import BatchAugment
+from vision.batch_size import EVAL_BATCH, MAX_PER_PROCESS, auto_batch_size
 from vision.constraints import AUGMENT_ON, require_device_crop
 from vision.recipe import FULL_POLICY, Regularization, crop_for
 from vision.transforms import SharedValue, eval_transform, train_transform, uint8_transform
@@ -62,7 +63,9 @@ class ImageDataModule(LightningDataModule):
     Args:
         root: where the data lives (or is downloaded to).
         img_size: side the images are resized to (the model's ``img_size``).
-        batch_size: images per training batch (per device).
+        batch_size: images per training batch (per device), or ``auto``: sized from the run's
+            budget by :func:`vision.batch_size.auto_batch_size` (evaluation then uses
+            :data:`vision.batch_size.EVAL_BATCH`).
         num_workers: loader worker processes; None: the usable CPUs (shared by the processes of
             one machine, at most ``MAX_WORKERS``).
         pin_memory: page-locked batches for faster host-to-GPU copies; None: when training on a
@@ -94,7 +97,7 @@ class ImageDataModule(LightningDataModule):
         self,
         root: str = "data",
         img_size: int = 32,
-        batch_size: int = 128,
+        batch_size: int | str = 128,
         num_workers: int | None = None,
         pin_memory: bool | None = None,
         persistent_workers: bool = True,
@@ -111,12 +114,13 @@ class ImageDataModule(LightningDataModule):
         augment_on: str = "loader",
     ) -> None:
         super().__init__()
-        POSITIVE_INT.require(batch_size, "data.batch_size")
+        or_auto(POSITIVE_INT).require(batch_size, "data.batch_size")
         AUGMENT_ON.require(augment_on, "data.augment_on", InputError)
         optional(NON_NEGATIVE_INT).require(num_workers, "data.num_workers")  # null: the usable CPUs
         self.root = root
         self.img_size = img_size
         self.batch_size = batch_size
+        self.train_batch_size: int | None = None if batch_size == AUTO else int(batch_size)
         self.num_workers = num_workers
         self.pin_memory = pin_memory
         self.persistent_workers = persistent_workers
@@ -167,7 +171,7 @@ class ImageDataModule(LightningDataModule):
         else:
             self.train_set, self.train_plain_set, self.val_set = splits.train, splits.train_plain, splits.val
         self.test_set = splits.test
-        if len(self.train_set) < self.batch_size:
+        if self.batch_size != AUTO and len(self.train_set) < self.batch_size:
             raise InputError(
                 f"{len(self.train_set)} training images are fewer than data.batch_size={self.batch_size}, "
                 "so no full batch can be formed; lower data.batch_size"
@@ -238,13 +242,35 @@ class ImageDataModule(LightningDataModule):
         if train:
             # Full batches only: Mixup/CutMix pairs each image with another of the same batch.
             batches = ShuffledBatchSampler(
-                len(dataset), self.batch_size, drop_last=True, seed=self.seed, num_replicas=world_size, rank=rank
+                len(dataset), self.resolve_batch_size(), drop_last=True, seed=self.seed, num_replicas=world_size, rank=rank
             )
             if self.trainer is not None:
                 return ResumableLoader(dataset, batch_sampler=batches, position=lambda: trained_position(self.trainer), **options)
             return DataLoader(dataset, batch_sampler=batches, **options)
         sampler = DistributedSampler(dataset, world_size, rank, shuffle=False) if world_size > 1 else None
-        return DataLoader(dataset, batch_size=self.batch_size, sampler=sampler, **options)
+        eval_batch = EVAL_BATCH if self.batch_size == AUTO else self.batch_size
+        return DataLoader(dataset, batch_size=eval_batch, sampler=sampler, **options)
+
+    def resolve_batch_size(self) -> int:
+        """The training batch: ``batch_size``, or for ``auto`` the choice of
+        :func:`vision.batch_size.auto_batch_size` for the attached trainer's budget (made once, and
+        kept in checkpoints); :data:`vision.batch_size.MAX_PER_PROCESS` without a trainer."""
+        if self.train_batch_size is None:
+            trainer = self.trainer
+            if trainer is None or trainer.lightning_module is None:
+                return MAX_PER_PROCESS
+            assert self.train_set is not None
+            self.train_batch_size = auto_batch_size(trainer, trainer.lightning_module, len(self.train_set), self.img_size)
+        return self.train_batch_size
+
+    def state_dict(self) -> dict[str, Any]:
+        """The resolved batch of an ``auto`` run, so that a resumed run batches alike."""
+        return {"train_batch_size": self.train_batch_size} if self.batch_size == AUTO else {}
+
+    def load_state_dict(self, state_dict: dict[str, Any]) -> None:
+        """Take the batch an interrupted ``auto`` run chose."""
+        if self.batch_size == AUTO and state_dict.get("train_batch_size"):
+            self.train_batch_size = int(state_dict["train_batch_size"])
 
     def train_dataloader(self) -> DataLoader:
         """Shuffled full batches of the training split."""

@@ -161,19 +161,24 @@ def test_quality_vision_runs_the_cli_and_the_plain_timm_loop_side_by_side(
 ) -> None:
     pytest.importorskip("sklearn")
     results = tmp_path / "results.jsonl"
-    argv = [*QUICK, "--data-dir", str(tmp_path / "data"), "--out-dir", str(tmp_path / "runs")]
+    argv = [*QUICK, "--data-dir", str(tmp_path / "data"), "--out-dir", str(tmp_path / "runs"), "--seeds", "0", "1"]
     output = quality_vision.main([*argv, "--append", str(results)])
     assert json.loads(results.read_text()) == output
-    assert [row["contender"] for row in output["rows"]] == ["vision.train defaults", "plain timm loop"]
+    assert [(row["seed"], row["contender"]) for row in output["rows"]] == [
+        (0, "vision.train defaults"), (0, "plain timm loop"), (1, "vision.train defaults"), (1, "plain timm loop")
+    ]
     for row in output["rows"]:
         assert (row["data"], row["epochs"]) == ("digits", 1)
         assert 0 <= row["test_acc"] <= 1 and row["train_seconds"] > 0 and row["wall_seconds"] >= row["train_seconds"]
         assert row["images_per_second"] > 0
+    # The CLI sizes its batch from 1 epoch of 1,258 images (the floor, 32); the loop keeps 64.
+    assert [row["batch"] for row in output["rows"]] == [32, 64, 32, 64]
     assert output["settings"]["images"] == {"digits": {"train": 1258, "val": 179, "test": 360}}
-    assert (tmp_path / "runs" / "digits_1ep" / "metrics.json").is_file()
+    assert (tmp_path / "runs" / "digits_1ep_seed1" / "metrics.json").is_file()
     table = capsys.readouterr().out
-    assert "| data | epochs | contender | test acc | train s | wall s | images/s (vs the loop) |" in table
-    assert "| digits | 1 | plain timm loop |" in table and "(1.00x) |" in table
+    assert "| data | epochs | seed | contender | batch | test acc | train s | wall s | images/s (vs the loop) |" in table
+    assert "| digits | 1 | 1 | plain timm loop | 64 |" in table and "(1.00x) |" in table
+    assert "| data | epochs | CLI mean (min-max) | loop mean (min-max) | CLI lead |" in table
 
 
 @pytest.mark.slow

@@ -61,8 +61,8 @@ def test_every_shipped_preset_passes(local_data: dict[str, tuple[str, ...]]) -> 
 @pytest.mark.parametrize(
     ("head", "overrides", "message"),
     [
-        ("vision", ["data.batch_size=0"], "data.batch_size must be a whole number of at least 1, got 0"),
-        ("vision", ["data.batch_size=abc"], "data.batch_size must be a whole number of at least 1, got 'abc'"),
+        ("vision", ["data.batch_size=0"], "data.batch_size must be a whole number of at least 1, or auto, got 0"),
+        ("vision", ["data.batch_size=abc"], "data.batch_size must be a whole number of at least 1, or auto, got 'abc'"),
         ("vision", ["module.lr=0"], "module.lr must be a number above 0, got 0"),
         ("vision", ["model.img_size=30"], "model.img_size=30 is not a multiple of model.patch_size=4.*model.img_size=32"),
         ("vision", ["model.num_heads=5"], "model.dim=192 is not divisible by model.num_heads=5.*model.num_heads=4"),

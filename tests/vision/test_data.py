@@ -278,7 +278,7 @@ def test_workers_default_to_the_usable_cpus(monkeypatch: pytest.MonkeyPatch) -> 
 @pytest.mark.parametrize(
     ("arguments", "message"),
     [
-        ({"batch_size": 0}, "data.batch_size must be a whole number of at least 1, got 0"),
+        ({"batch_size": 0}, "data.batch_size must be a whole number of at least 1, or auto, got 0"),
         ({"num_workers": -1}, "data.num_workers must be a whole number of at least 0 or null, got -1"),
         ({"crop": "center"}, "crop must be one of pad, random_resized, got 'center'"),
         ({"auto_augment": "rand-m9-n2-mstd0.5-inc1"}, "can posterize images to 0 bits"),

@@ -32,7 +32,7 @@ import lightning.pytorch as pl
 import numpy as np
 import torch
 
-from core.training.pace import epoch_budget, time_budget
+from core.training.pace import run_budget
 from core.training.pace import measure_pace as pace_of
 from nlp.batching import token_budget_batches
 
@@ -78,26 +78,21 @@ def auto_max_tokens(
     ``lengths`` are the training examples' sizes as the batch sampler counts them, and
     ``make_batch`` collates examples by index. Every process uses the first one's choice."""
     epoch_tokens = int(lengths.sum())
-    by_epochs = epoch_budget(trainer, epoch_tokens)
-    seconds = time_budget(trainer)
-    pace, probed = None, PROBE_TOKENS
-    if seconds is not None:
-        pace = measure_pace(module, trainer, probe_batch(lengths, probed, make_batch))
-        candidate = tokens_for_budget(min(pace * seconds, by_epochs or math.inf))
-        if candidate > 2 * probed:  # a device that is faster on larger batches: measure there
-            probed = candidate
-            pace = measure_pace(module, trainer, probe_batch(lengths, probed, make_batch))
-    budgets = [budget for budget in (by_epochs, None if pace is None else pace * seconds) if budget is not None]
-    chosen = tokens_for_budget(min(budgets)) if budgets else STEPS_ONLY_TOKENS
+    budget = run_budget(
+        trainer, epoch_tokens, lambda tokens: measure_pace(module, trainer, probe_batch(lengths, tokens, make_batch)),
+        PROBE_TOKENS, tokens_for_budget,
+    )
+    chosen = STEPS_ONLY_TOKENS if budget.items is None else tokens_for_budget(budget.items)
     chosen = trainer.strategy.broadcast(chosen, src=0)
-    if not budgets:
+    if budget.items is None:
         reason = "no epoch or time budget (max_steps alone)"
     else:
         parts = []
-        if by_epochs is not None:
+        if budget.by_epochs is not None:
             parts.append(f"{trainer.max_epochs} epochs of {epoch_tokens:,} tokens")
-        if pace is not None:
-            parts.append(f"{seconds:.0f} s at {pace:,.0f} tokens/s (measured on {probed}-token batches)")
-        reason = f"max({MIN_TOKENS}, sqrt({min(budgets):,.0f} tokens the budget trains / {STEPS_PER_TOKEN}): {' or '.join(parts)})"
+        if budget.by_time is not None and budget.seconds is not None:
+            pace = budget.by_time / budget.seconds
+            parts.append(f"{budget.seconds:.0f} s at {pace:,.0f} tokens/s (measured on {budget.probed}-token batches)")
+        reason = f"max({MIN_TOKENS}, sqrt({budget.items:,.0f} tokens the budget trains / {STEPS_PER_TOKEN}): {' or '.join(parts)})"
     log.info("data.max_tokens=auto: batches of %d tokens, %s", chosen, reason)
     return chosen

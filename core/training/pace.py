@@ -4,8 +4,10 @@ measured pace of training steps on the run's device and precision."""
 
 from __future__ import annotations
 
+import math
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 
 import lightning.pytorch as pl
 import torch
@@ -51,3 +53,39 @@ def measure_pace(module: pl.LightningModule, trainer: pl.Trainer, loss: Callable
         seconds = time.perf_counter() - start
     module.zero_grad(set_to_none=True)
     return PROBE_STEPS * items / max(seconds, 1e-9)
+
+
+@dataclass(frozen=True)
+class Budget:
+    """What a run's bounds allow: ``by_epochs`` items the remaining epochs train, ``by_time`` items
+    the remaining seconds train at the measured pace (None without that bound), ``seconds`` left,
+    and the batch size ``probed`` the pace was measured at."""
+
+    by_epochs: float | None
+    by_time: float | None
+    seconds: float | None
+    probed: int
+
+    @property
+    def items(self) -> float | None:
+        """The smaller of the two, None when neither bounds the run (``max_steps`` alone)."""
+        bounds = [items for items in (self.by_epochs, self.by_time) if items is not None]
+        return min(bounds) if bounds else None
+
+
+def run_budget(
+    trainer: pl.Trainer, epoch_items: float, pace_at: Callable[[int], float], probe: int, choose: Callable[[float], int]
+) -> Budget:
+    """The run's :class:`Budget` in items (tokens, images). Under ``max_time`` the pace is
+    ``pace_at(batch)`` items per second, measured at ``probe`` and again at the batch ``choose``
+    picks for the budget when that is more than twice the probe (a device that is faster on
+    larger batches)."""
+    by_epochs, seconds = epoch_budget(trainer, epoch_items), time_budget(trainer)
+    by_time = None
+    if seconds is not None:
+        by_time = seconds * pace_at(probe)
+        candidate = choose(min(by_time, by_epochs if by_epochs is not None else math.inf))
+        if candidate > 2 * probe:
+            probe = candidate
+            by_time = seconds * pace_at(probe)
+    return Budget(by_epochs, by_time, seconds, probe)

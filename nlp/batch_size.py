@@ -87,12 +87,10 @@ def auto_max_tokens(
     if budget.items is None:
         reason = "no epoch or time budget (max_steps alone)"
     else:
-        parts = []
-        if budget.by_epochs is not None:
-            parts.append(f"{trainer.max_epochs} epochs of {epoch_tokens:,} tokens")
-        if budget.by_time is not None and budget.seconds is not None:
-            pace = budget.by_time / budget.seconds
-            parts.append(f"{budget.seconds:.0f} s at {pace:,.0f} tokens/s (measured on {budget.probed}-token batches)")
-        reason = f"max({MIN_TOKENS}, sqrt({budget.items:,.0f} tokens the budget trains / {STEPS_PER_TOKEN}): {' or '.join(parts)})"
+        sources = budget.sources(
+            f"{trainer.max_epochs} epochs of {epoch_tokens:,} tokens",
+            lambda pace: f"{pace:,.0f} tokens/s (measured on {budget.probed}-token batches)",
+        )
+        reason = f"max({MIN_TOKENS}, sqrt({budget.items:,.0f} tokens the budget trains / {STEPS_PER_TOKEN}): {sources})"
     log.info("data.max_tokens=auto: batches of %d tokens, %s", chosen, reason)
     return chosen

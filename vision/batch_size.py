@@ -85,15 +85,13 @@ def auto_batch_size(trainer: pl.Trainer, module: pl.LightningModule, train_image
     if budget.items is None:
         reason = "no epoch or time budget (max_steps alone)"
     else:
-        parts = []
-        if budget.by_epochs is not None:
-            parts.append(f"{trainer.max_epochs} epochs of {train_images:,} images")
-        if budget.by_time is not None and budget.seconds is not None:
-            pace = budget.by_time / (world * budget.seconds)
-            parts.append(f"{budget.seconds:.0f} s at {pace:,.0f} images/s a process (measured on batches of {budget.probed})")
+        sources = budget.sources(
+            f"{trainer.max_epochs} epochs of {train_images:,} images",
+            lambda pace: f"{pace / world:,.0f} images/s a process (measured on batches of {budget.probed})",
+        )
         reason = (
             f"the power of two below sqrt({budget.items:,.0f} images the budget trains / {STEPS_PER_IMAGE}), "
-            f"at least {MIN_BATCH}, at most {MAX_PER_PROCESS} a process: {' or '.join(parts)}"
+            f"at least {MIN_BATCH}, at most {MAX_PER_PROCESS} a process: {sources}"
         )
     processes = f" per process ({world} processes)" if world > 1 else ""
     log.info("data.batch_size=auto: batches of %d images%s, %s", batch, processes, reason)

@@ -72,6 +72,17 @@ class Budget:
         bounds = [items for items in (self.by_epochs, self.by_time) if items is not None]
         return min(bounds) if bounds else None
 
+    def sources(self, epochs: str, pace: Callable[[float], str]) -> str:
+        """Where the budget comes from, for the log line: ``epochs`` (e.g. "2 epochs of 4,200
+        tokens") when the epochs bound it, and ``pace(items per second)`` after the seconds (e.g.
+        "2,600 tokens/s (measured on 2048-token batches)") when the time does."""
+        parts = []
+        if self.by_epochs is not None:
+            parts.append(epochs)
+        if self.by_time is not None and self.seconds is not None:
+            parts.append(f"{self.seconds:.0f} s at {pace(self.by_time / self.seconds)}")
+        return " or ".join(parts)
+
 
 def run_budget(
     trainer: pl.Trainer, epoch_items: float, pace_at: Callable[[int], float], probe: int, choose: Callable[[float], int]

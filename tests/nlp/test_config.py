@@ -33,12 +33,12 @@ DATA_PRESETS = {
 @pytest.mark.parametrize("data", list(DATA_PRESETS))
 def test_data_presets_carry_data_only_and_the_model_preset_brings_the_recipe(tmp_path: Path, data: str) -> None:
     cfg = nlp_config(tmp_path, f"data={data}", *DATA_PRESETS[data], "model=transformer_mini")
-    assert (cfg.module.lr, cfg.module.warmup_steps) == (1e-3, 1000)
+    assert (cfg.module.lr, cfg.module.warmup_steps, cfg.budget.max_warmup_fraction) == (2e-3, 1000, 0.5)
     assert cfg.data.max_tokens == (96 if data == "toy" else "auto")  # the toy corpus is 3 short pairs
     reference = nlp_config(tmp_path, "data=toy", "model=transformer_mini")
     assert cfg.module == reference.module and cfg.trainer == reference.trainer  # nothing from the data preset
     small = nlp_config(tmp_path, f"data={data}", *DATA_PRESETS[data], "model=transformer_small")
-    assert (small.module.lr, small.module.warmup_steps) == (5e-4, 4000)
+    assert (small.module.lr, small.module.warmup_steps, small.budget.max_warmup_fraction) == (5e-4, 4000, 0.1)
 
 
 def test_the_command_line_wins_over_the_presets(tmp_path: Path) -> None:

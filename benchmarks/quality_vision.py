@@ -52,7 +52,7 @@ from torchvision.datasets import ImageFolder
 
 from benchmarks import digits_data
 from benchmarks.common import environment, run_training_cli, table_result
-from core.training.checkpoint_loading import load_checkpoint
+from core.files.checkpoints import load_checkpoint
 from core.training.throughput import SKIP_BATCHES
 from vision.datamodule import usable_cpus
 from vision.folder import ImageFolderDataModule

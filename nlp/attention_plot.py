@@ -20,7 +20,7 @@ from matplotlib.figure import Figure
 from torch import Tensor
 
 from core import recorded_attention_weights
-from core.training.errors import InputError
+from core.errors import InputError
 from nlp.heatmap import heatmap, save_figure
 from nlp.module import TranslationModule
 from nlp.tokenizer import SubwordTokenizer

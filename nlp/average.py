@@ -15,8 +15,9 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from core.training.cli import ArgumentParser, command
-from core.training.errors import InputError
+from core.commands.arguments import ArgumentParser
+from core.commands.exit import command
+from core.errors import InputError
 
 # The hyperparameters that give the weights their meaning: averaged checkpoints must share them.
 SHARED_HYPERPARAMETERS = ("model", "tokenizer")
@@ -24,7 +25,7 @@ SHARED_HYPERPARAMETERS = ("model", "tokenizer")
 
 def training_checkpoint(path: Path) -> dict[str, Any]:
     """A checkpoint written by a training run, read as plain data (``weights_only``)."""
-    from core.training.checkpoint_loading import load_checkpoint  # torch: after the arguments are read
+    from core.files.checkpoints import load_checkpoint  # torch: after the arguments are read
 
     checkpoint = load_checkpoint(path)
     missing = {"hyper_parameters", "state_dict"} - checkpoint.keys()

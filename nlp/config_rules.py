@@ -10,8 +10,8 @@ from pathlib import Path
 from omegaconf import DictConfig, OmegaConf
 
 from core.constraints import NON_NEGATIVE, NON_NEGATIVE_INT, POSITIVE, POSITIVE_INT, PROBABILITY, optional
-from core.training.errors import InputError
-from core.training.validation import Rule
+from core.errors import InputError
+from core.training.validation import Rule, require_file
 from nlp.constraints import CORPUS, JOIN_WORDS, MAX_LEN, MAX_TOKENS, PAD_TO_MULTIPLE, VOCAB_SIZE
 
 RULES: tuple[Rule, ...] = (
@@ -52,4 +52,9 @@ def corpus_files(cfg: DictConfig) -> None:
             )
 
 
-RELATIONS: tuple[Callable[[DictConfig], None], ...] = (corpus_files,)
+def tokenizer_file(cfg: DictConfig) -> None:
+    """A tokenizer to reuse is a file that exists."""
+    require_file(cfg, "data.tokenizer_path", "pass a tokenizer.json, or data.tokenizer_path=null to train one")
+
+
+RELATIONS: tuple[Callable[[DictConfig], None], ...] = (corpus_files, tokenizer_file)

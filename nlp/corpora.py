@@ -18,7 +18,7 @@ from itertools import zip_longest
 from pathlib import Path
 from typing import Any, BinaryIO
 
-from core.training.errors import InputError
+from core.errors import InputError
 
 Pair = tuple[str, str]
 

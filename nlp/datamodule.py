@@ -11,8 +11,8 @@ import lightning.pytorch as pl
 from torch.utils.data import DataLoader
 
 from core.constraints import AUTO
-from core.training.data_cache import cache_root
-from core.training.errors import InputError
+from core.files.data_cache import cache_root
+from core.errors import InputError
 from core.training.resumable import ResumableLoader, trained_position
 from nlp.batch_size import STEPS_ONLY_TOKENS, auto_max_tokens
 from nlp.constraints import CORPUS, MAX_LEN, MAX_TOKENS, PAD_TO_MULTIPLE

@@ -22,7 +22,7 @@ import torch
 from torch import Tensor
 
 from core import DecoderCache
-from core.training.errors import InputError
+from core.errors import InputError
 from nlp.model import Seq2SeqTransformer
 
 DEFAULT_MAX_LEN_A = 1.2

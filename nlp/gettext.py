@@ -46,7 +46,7 @@ import zlib
 from pathlib import Path
 from xml.sax.saxutils import unescape
 
-from core.training.errors import InputError
+from core.errors import InputError
 from nlp.constraints import JOIN_WORDS, MAX_WORDS
 
 Pair = tuple[str, str]

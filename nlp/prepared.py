@@ -3,7 +3,7 @@ process (after fairseq's ``MMapIndexedDataset`` and nanoGPT's ``prepare.py``).
 
 One directory per fingerprint of the inputs (corpus files by path, size and modification time,
 languages, vocabulary settings, ``max_len``, a given tokenizer by content), under
-``data.cache_dir`` (:func:`core.training.data_cache.cache_root`)::
+``data.cache_dir`` (:func:`core.files.data_cache.cache_root`)::
 
     <cache_dir>/nlp/<fingerprint>/
         tokenizer.json        the BPE tokenizer, trained once on the training split
@@ -37,9 +37,9 @@ import numpy as np
 from filelock import FileLock
 from torch.utils.data import Dataset
 
-from core.training.atomic import write_error
-from core.training.data_cache import file_version
-from core.training.errors import InputError
+from core.files.atomic import write_error
+from core.files.data_cache import file_version
+from core.errors import InputError
 from nlp.corpora import Pair
 from nlp.encoding import encode_flat
 from nlp.tokenizer import SubwordTokenizer, train_tokenizer
@@ -53,7 +53,7 @@ Example = tuple[np.ndarray, np.ndarray]
 
 
 def file_stamp(path: Path) -> list[Any]:
-    """A file's resolved path and its version (:func:`core.training.data_cache.file_version`)."""
+    """A file's resolved path and its version (:func:`core.files.data_cache.file_version`)."""
     return [str(path.resolve()), *file_version(path)]
 
 

@@ -13,7 +13,7 @@ from pathlib import Path
 
 from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
 
-from core.training.atomic import atomic_path
+from core.files.atomic import atomic_path
 from nlp.constraints import VOCAB_SIZE
 
 PAD, BOS, EOS, UNK = "<pad>", "<s>", "</s>", "<unk>"

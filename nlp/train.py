@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from omegaconf import DictConfig
 
-from core.training.cli import hydra_app
+from core.training.hydra_app import hydra_app
 from core.training.validation import validate_config
 
 

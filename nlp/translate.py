@@ -16,8 +16,9 @@ from collections.abc import Iterable, Iterator
 from itertools import islice
 from typing import TYPE_CHECKING
 
-from core.training.cli import ArgumentParser, add_device_option, command, png_path, positive_int
-from core.training.errors import InputError
+from core.commands.arguments import ArgumentParser, add_device_option, png_path, positive_int
+from core.commands.exit import command
+from core.errors import InputError
 from nlp.corpora import Utf8Lines
 
 if TYPE_CHECKING:

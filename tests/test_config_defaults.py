@@ -12,7 +12,7 @@ from hydra import compose, initialize_config_dir
 from hydra.utils import get_class, instantiate
 from omegaconf import OmegaConf
 
-from core.training.errors import InputError
+from core.errors import InputError
 from core.training.runner import check_model_target, model_kwargs
 from nlp.model import Seq2SeqTransformer
 from nlp.module import TranslationModule

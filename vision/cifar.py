@@ -20,7 +20,7 @@ from PIL import Image
 from torch.utils.data import Dataset
 from torchvision import datasets
 
-from core.training.errors import InputError
+from core.errors import InputError
 from vision.datamodule import ImageDataModule, ImageSplits
 
 # The only globals a pickled numpy array refers to, across pickle protocols and numpy versions.

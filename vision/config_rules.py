@@ -20,7 +20,7 @@ from core.constraints import (
     or_auto,
     require_sincos_width,
 )
-from core.training.errors import InputError
+from core.errors import InputError
 from core.training.validation import Rule
 from vision.constraints import (
     AUGMENT_ON,

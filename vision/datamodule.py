@@ -14,7 +14,7 @@ from lightning.pytorch import LightningDataModule
 from torch.utils.data import DataLoader, Dataset, DistributedSampler, Subset
 
 from core.constraints import AUTO, NON_NEGATIVE_INT, POSITIVE_INT, optional, or_auto
-from core.training.errors import InputError
+from core.errors import InputError
 from core.training.resumable import ResumableLoader, ShuffledBatchSampler, trained_position
 from vision.batch_augment import BatchAugment
 from vision.batch_size import EVAL_BATCH, MAX_PER_PROCESS, auto_batch_size

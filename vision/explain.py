@@ -6,7 +6,8 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from core.training.cli import ArgumentParser, add_device_option, command, png_path
+from core.commands.arguments import ArgumentParser, add_device_option, png_path
+from core.commands.exit import command
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:

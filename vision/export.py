@@ -22,8 +22,9 @@ import argparse
 import importlib.util
 from pathlib import Path
 
-from core.training.cli import ArgumentParser, add_device_option, command
-from core.training.errors import InputError
+from core.commands.arguments import ArgumentParser, add_device_option
+from core.commands.exit import command
+from core.errors import InputError
 
 SUFFIXES = {"onnx": ".onnx", "torchscript": ".pt", "exported": ".pt2"}
 

@@ -13,7 +13,7 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from core.training.atomic import atomic_path
+from core.files.atomic import atomic_path
 from vision.inference import data_config
 from vision.model import VisionTransformer
 from vision.module import ImageClassifier

@@ -8,7 +8,7 @@ reads every byte) and converted to RGB. The verdicts are kept in the data cache
 time), so a folder is checked once, by the first process that sets it up (others wait for its
 lock), and a later run or another rank decodes only the files that are new or changed. Up to ``max_unreadable`` of them (1% by default) are
 skipped with one warning that counts them and names the first few; more stop the run with an
-:class:`~core.training.errors.InputError`. An image that stops being readable later (a file replaced or a
+:class:`~core.errors.InputError`. An image that stops being readable later (a file replaced or a
 network share gone mid-epoch) is replaced by the next readable one with a warning naming it, so a
 long run is not lost to one file; only a run of unreadable images ends it.
 """
@@ -29,9 +29,9 @@ from torchvision.datasets import ImageFolder
 from torchvision.datasets.folder import IMG_EXTENSIONS
 
 from core.constraints import PROBABILITY
-from core.training.atomic import atomic_path
-from core.training.data_cache import cache_root, file_version
-from core.training.errors import InputError
+from core.files.atomic import atomic_path
+from core.files.data_cache import cache_root, file_version
+from core.errors import InputError
 from vision.datamodule import ImageDataModule, ImageSplits, usable_cpus
 from vision.transforms import to_rgb
 

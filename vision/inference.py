@@ -13,7 +13,7 @@ from torch import Tensor
 from torchvision import transforms as T
 
 from core import load_module
-from core.training.errors import InputError
+from core.errors import InputError
 from vision.folder import UNREADABLE, read_image
 from vision.module import ImageClassifier
 from vision.transforms import eval_transform

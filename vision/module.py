@@ -22,7 +22,7 @@ from torchmetrics.classification import MulticlassAccuracy
 from core import warmup_cosine
 from core.constraints import AUTO
 from core.training.budget import RunPlan, run_plan, stepping_bound, steps_per_epoch
-from core.training.errors import InputError
+from core.errors import InputError
 from core.regularization import DropPath
 from vision.model import VisionTransformer
 from vision.recipe import (

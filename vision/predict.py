@@ -15,7 +15,8 @@ from pathlib import Path
 
 from typing import TYPE_CHECKING
 
-from core.training.cli import ArgumentParser, add_device_option, command, positive_int
+from core.commands.arguments import ArgumentParser, add_device_option, positive_int
+from core.commands.exit import command
 
 if TYPE_CHECKING:
     from vision.module import ImageClassifier

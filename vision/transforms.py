@@ -26,7 +26,7 @@ from timm.data.transforms import MaybeToTensor, RandomResizedCropAndInterpolatio
 from timm.data.transforms_factory import transforms_imagenet_eval
 from torchvision import transforms as T
 
-from core.training.errors import InputError
+from core.errors import InputError
 from core.constraints import one_of
 from vision.constraints import CROPS
 from vision.recipe import FULL_POLICY

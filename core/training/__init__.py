@@ -1,8 +1,11 @@
-"""The training machinery both heads share, apart from the blocks in :mod:`core`: the Hydra and
-Lightning runner (:mod:`~core.training.runner`), the run's budget and plan
-(:mod:`~core.training.budget`), checkpoint saving and loading, progress and throughput lines,
-preemption and fault handling, atomic writes, the data cache, config validation and the
-project's one-line errors.
+"""The training machinery both heads share, Lightning and Hydra only: the runner
+(:mod:`~core.training.runner`), the Hydra entry (:mod:`~core.training.hydra_app`), the
+evaluation app, the run's budget and plan (:mod:`~core.training.budget`), checkpoint saving,
+progress and throughput lines, preemption and fault handling, and config validation.
+
+What is neither Lightning nor Hydra lives beside it: the error type in :mod:`core.errors`, files
+(atomic writes, checkpoint loading, the data cache) in :mod:`core.files`, and the argparse side
+of the commands in :mod:`core.commands`.
 
 Importing this package loads nothing; the modules that need Lightning or Hydra import them
 themselves, so :func:`core.load_checkpoint` stays torch-only.

@@ -22,13 +22,13 @@ from lightning.fabric.utilities.types import _PATH
 from lightning.pytorch.callbacks import ModelCheckpoint
 from lightning.pytorch.plugins.io import TorchCheckpointIO
 
-from core.training.atomic import atomic_path
-from core.training.errors import InputError
+from core.files.atomic import atomic_path
+from core.errors import InputError
 
 
 class AtomicCheckpointIO(TorchCheckpointIO):
     """``TorchCheckpointIO`` whose local writes go to a hidden temporary file in the checkpoint's
-    own directory, flushed to disk, then renamed over the target (:func:`core.training.atomic.atomic_path`). Remote paths
+    own directory, flushed to disk, then renamed over the target (:func:`core.files.atomic.atomic_path`). Remote paths
     (``s3://...``) keep Lightning's own writer."""
 
     def save_checkpoint(self, checkpoint: dict[str, Any], path: _PATH, storage_options: Any | None = None) -> None:

@@ -19,7 +19,7 @@ from hydra.utils import instantiate
 from lightning.pytorch.callbacks import Callback
 from omegaconf import DictConfig, OmegaConf, open_dict
 
-from core.training.errors import InputError
+from core.errors import InputError
 from core.training.runner import build_list, prepare_once, scalar_metrics, write_json_atomically
 from core.training.validation import validate_config
 

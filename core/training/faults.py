@@ -29,7 +29,7 @@ from lightning.pytorch.strategies.launchers.subprocess_script import _Subprocess
 from lightning.pytorch.trainer.states import TrainerFn
 from lightning.pytorch.utilities.exceptions import SIGTERMException
 
-from core.training.errors import InputError
+from core.errors import InputError
 
 log = logging.getLogger(__name__)
 

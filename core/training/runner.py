@@ -20,11 +20,11 @@ from filelock import FileLock
 from hydra.utils import instantiate
 from omegaconf import DictConfig, OmegaConf
 
-from core.training.atomic import atomic_path
+from core.files.atomic import atomic_path
 from core.training.budget import TrainingBudget
-from core.training.checkpoint_loading import load_checkpoint
+from core.files.checkpoints import load_checkpoint
 from core.training.checkpoint_saving import AtomicCheckpointIO
-from core.training.errors import InputError
+from core.errors import InputError
 from core.training.faults import PreemptionCheckpoint, fit_or_preempt, run_directory_claimed
 from core.training.validation import validate_config
 

@@ -8,7 +8,7 @@ names (``nlp.config_rules``, ``vision.config_rules``), with its own ``RULES`` an
 rule names config keys and the check their values must pass; it applies to the keys the config
 has. The checks are the objects the constructors use (``core.constraints``,
 ``<head>.constraints``), so each rule is stated once. The first broken rule raises
-:class:`core.training.errors.InputError` naming the key, the value and the fix.
+:class:`core.errors.InputError` naming the key, the value and the fix.
 
 ``trainer.precision`` is left to Lightning, which refuses an unknown value when the Trainer is
 built, before any data is prepared (``core.training.runner``).
@@ -42,7 +42,7 @@ from core.constraints import (
     value_text,
     whole,
 )
-from core.training.errors import InputError
+from core.errors import InputError
 
 MISSING = object()
 
@@ -113,19 +113,23 @@ def head_width(cfg: DictConfig) -> None:
         require_head_width(dim, heads, ("model.dim", "model.num_heads"))
 
 
-def existing_files(cfg: DictConfig) -> None:
-    """A checkpoint to resume from and a tokenizer to reuse are files that exist."""
-    for key, fix in (
-        ("ckpt_path", "pass a checkpoint written by a training run, e.g. outputs/.../checkpoints/last.ckpt, or ckpt_path=null"),
-        ("data.tokenizer_path", "pass a tokenizer.json, or data.tokenizer_path=null to train one"),
-    ):
-        path = OmegaConf.select(cfg, key)
-        if path is not None and not Path(path).is_file():
-            what = "a directory" if Path(path).is_dir() else "not a file" if Path(path).exists() else "missing"
-            raise InputError(f"{key}={path} is {what}; {fix}")
+def require_file(cfg: DictConfig, key: str, fix: str) -> None:
+    """The path at ``key``, when set, is a file that exists; else :class:`InputError` with ``fix``."""
+    path = OmegaConf.select(cfg, key)
+    if path is not None and not Path(path).is_file():
+        what = "a directory" if Path(path).is_dir() else "not a file" if Path(path).exists() else "missing"
+        raise InputError(f"{key}={path} is {what}; {fix}")
 
 
-RELATIONS: tuple[Callable[[DictConfig], None], ...] = (head_width, existing_files)
+def resume_checkpoint(cfg: DictConfig) -> None:
+    """A checkpoint to resume from is a file that exists."""
+    require_file(
+        cfg, "ckpt_path",
+        "pass a checkpoint written by a training run, e.g. outputs/.../checkpoints/last.ckpt, or ckpt_path=null",
+    )
+
+
+RELATIONS: tuple[Callable[[DictConfig], None], ...] = (head_width, resume_checkpoint)
 
 
 def head_rules(cfg: DictConfig) -> ModuleType | None:

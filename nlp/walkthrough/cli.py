@@ -6,7 +6,8 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from core.training.cli import ArgumentParser, command, positive_float, positive_int
+from core.commands.arguments import ArgumentParser, positive_float, positive_int
+from core.commands.exit import command
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:

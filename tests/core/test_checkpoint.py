@@ -8,7 +8,7 @@ import pytest
 import torch
 
 import core
-from core.training.errors import InputError
+from core.errors import InputError
 
 
 class Exploit:

@@ -14,10 +14,10 @@ from pathlib import Path
 import pytest
 import torch
 
-from core.training import atomic
-from core.training.atomic import atomic_path
+from core.files import atomic
+from core.files.atomic import atomic_path
 from core.training.checkpoint_saving import AtomicCheckpointIO
-from core.training.errors import InputError
+from core.errors import InputError
 
 ROOT = Path(__file__).resolve().parents[2]
 Usage = namedtuple("Usage", "total used free")

@@ -12,7 +12,7 @@ from typing import Any
 import lightning.pytorch as pl
 import pytest
 
-from core.training.errors import InputError
+from core.errors import InputError
 from core.training.runner import train
 from tests.core.test_runner import tiny_config
 from tests.nlp.conftest import SUBPROCESS_ENV, reverse_pairs, write_lines

@@ -10,7 +10,7 @@ from hydra import compose, initialize_config_dir
 from omegaconf import DictConfig
 
 import core
-from core.training.errors import InputError
+from core.errors import InputError
 from core.training.runner import train
 from core.training.validation import validate_config
 from nlp.datamodule import TranslationDataModule

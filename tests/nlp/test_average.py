@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 import torch
 
-from core.training.checkpoint_loading import load_checkpoint
-from core.training.errors import InputError
+from core.files.checkpoints import load_checkpoint
+from core.errors import InputError
 from core.training.runner import train
 from nlp import average, translate
 from nlp.module import TranslationModule, load_translator

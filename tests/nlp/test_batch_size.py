@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from core.training.checkpoint_loading import load_checkpoint
+from core.files.checkpoints import load_checkpoint
 from core.training.runner import train
 from nlp import batch_size
 from nlp.batch_size import MAX_TOKENS, MIN_TOKENS, tokens_for_budget
@@ -110,7 +110,7 @@ def test_max_steps_alone_keeps_fairseqs_usual_budget(tmp_path: Path, corpus: Pat
 def test_a_number_is_kept_and_a_bad_word_is_refused(tmp_path: Path, corpus: Path) -> None:
     from hydra.utils import instantiate
 
-    from core.training.errors import InputError
+    from core.errors import InputError
     from core.training.validation import validate_config
 
     fixed = instantiate(files_config(tmp_path, corpus, "data.max_tokens=1000").data)

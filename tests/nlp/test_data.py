@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from core.training.errors import InputError
+from core.errors import InputError
 from nlp.batching import Collator, TokenBudgetBatchSampler, token_budget_batches
 from nlp.corpora import load_hf_split, read_corpus
 from nlp.datamodule import TranslationDataModule

@@ -8,7 +8,7 @@ import itertools
 import pytest
 import torch
 
-from core.training.errors import InputError
+from core.errors import InputError
 from nlp.decoding import (
     beam_search,
     gnmt_length_penalty,

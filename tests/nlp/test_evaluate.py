@@ -13,7 +13,7 @@ from hydra import compose, initialize_config_dir
 from omegaconf import DictConfig
 from sacrebleu.metrics import BLEU, CHRF
 
-from core.training.errors import InputError
+from core.errors import InputError
 from nlp import evaluate, evaluation
 from nlp.decoding import repetition_rate
 from nlp.module import load_translator

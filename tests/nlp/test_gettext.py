@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from core.training.errors import InputError
+from core.errors import InputError
 from core.training.runner import train
 from nlp.corpora import load_hf_split
 from nlp.gettext import DEFAULT_LOCALE_DIR, message_pair, read_catalog, read_gettext_corpus

@@ -107,7 +107,7 @@ def test_the_encoding_equals_the_translation_rule(tmp_path: Path, toy_tokenizer)
 
 @pytest.mark.parametrize("content", ["not json", '{"version": "1.0", "model": {"type": "WordLevel", "vocab": {"a": 0}, "unk_token": "a"}}'])
 def test_a_file_that_is_no_usable_tokenizer_is_refused_naming_the_setting(tmp_path: Path, content: str) -> None:
-    from core.training.errors import InputError
+    from core.errors import InputError
 
     (tmp_path / "tokenizer.json").write_text(content)
     data = files_data(corpus(tmp_path), tmp_path / "cache", tokenizer_path=str(tmp_path / "tokenizer.json"))

@@ -13,7 +13,7 @@ from lightning.pytorch import Callback, LightningModule, Trainer
 from PIL import Image
 from scipy.stats import chi2_contingency, ks_2samp
 
-from core.training.errors import InputError
+from core.errors import InputError
 from tests.vision.vision_testdata import tiny_model_kwargs
 from vision.batch_augment import BatchAugment
 from vision.module import ImageClassifier

@@ -9,8 +9,8 @@ import pytest
 import torch
 from lightning.pytorch import Trainer
 
-from core.training.checkpoint_loading import load_checkpoint
-from core.training.errors import InputError
+from core.files.checkpoints import load_checkpoint
+from core.errors import InputError
 from core.training.runner import train
 from core.training.validation import validate_config
 from tests.vision.test_train import vision_config

@@ -12,7 +12,7 @@ import pytest
 import torch
 import torchvision.datasets.utils
 
-from core.training.errors import InputError
+from core.errors import InputError
 from tests.vision.vision_testdata import write_cifar, write_image_folder
 from vision.cifar import CIFARDataModule
 from vision.datamodule import holdout_indices

@@ -14,7 +14,7 @@ from hydra import compose, initialize_config_dir
 from omegaconf import DictConfig, OmegaConf
 from PIL import Image
 
-from core.training.errors import InputError
+from core.errors import InputError
 from tests.vision.vision_testdata import CONF, tiny_model_kwargs, write_image_folder
 from vision import evaluate, evaluation
 from vision.inference import load_classifier, load_image, preprocess

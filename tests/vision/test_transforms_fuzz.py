@@ -13,7 +13,7 @@ from hydra import compose, initialize_config_dir
 from hydra.utils import instantiate
 from PIL import Image
 
-from core.training.errors import InputError
+from core.errors import InputError
 from tests.vision.vision_testdata import CONF
 from vision.datamodule import ImageDataModule, usable_cpus
 from vision.recipe import FULL_POLICY, regularization

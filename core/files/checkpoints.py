@@ -10,7 +10,7 @@ from typing import Any, TypeVar
 import torch
 from torch import nn
 
-from core.training.errors import InputError
+from core.errors import InputError
 
 ModuleT = TypeVar("ModuleT", bound=nn.Module)
 

@@ -11,7 +11,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from core.training.errors import InputError
+from core.errors import InputError
 
 NO_SPACE = {errno.ENOSPC, errno.EDQUOT}
 NOT_WRITABLE = {errno.EACCES, errno.EPERM, errno.EROFS}

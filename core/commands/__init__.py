@@ -1,0 +1,3 @@
+"""What every command of both heads shares, apart from Hydra: the error convention
+(:mod:`~core.commands.exit`) and the argparse parser, types and ``--device`` option
+(:mod:`~core.commands.arguments`). Loads no torch until a device is chosen."""

@@ -1,0 +1,103 @@
+"""The Hydra entry of every Hydra command (``train``, ``evaluate`` of both heads): the run
+directory's name and the error convention of :mod:`core.commands.exit` applied to Hydra's own
+errors."""
+
+from __future__ import annotations
+
+import functools
+import os
+import re
+from datetime import datetime
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+from core.commands.exit import fail, full_traceback_wanted
+from core.errors import InputError
+
+T = TypeVar("T")
+
+
+def launch_stamp() -> str:
+    """One name for a run's output directory that every process of a launch agrees on: the SLURM
+    job (``slurm-<job id>``, with ``_<task>`` in an array), the torchrun rendezvous id
+    (``torchrun-<id>``, when one is given), else the local time to the second. Resolved in each
+    process, so processes started together by SLURM or torchrun write to one directory."""
+    job = os.environ.get("SLURM_JOB_ID")
+    if job:
+        task = os.environ.get("SLURM_ARRAY_TASK_ID")
+        return f"slurm-{job}" + (f"_{task}" if task else "")
+    rendezvous = os.environ.get("TORCHELASTIC_RUN_ID")
+    if rendezvous and rendezvous != "none":
+        return f"torchrun-{rendezvous}"
+    return datetime.now().strftime("%Y-%m-%d_%H-%M-%S")
+
+
+def hydra_app(config_name: str) -> Callable[[Callable[[Any], T]], Callable[[], T | None]]:
+    """Like ``@hydra.main(version_base="1.3", config_path="../conf", config_name=...)``, with the
+    error convention: an :class:`InputError` from the task and Hydra's own errors about the
+    command line (unknown key, bad override, missing config) end in one ``error:`` line and
+    status 2; ``HYDRA_FULL_ERROR=1`` shows the traceback instead."""
+    import hydra
+    from hydra.errors import HydraException, InstantiationException, MissingConfigException
+    from omegaconf.errors import OmegaConfBaseException
+
+    from omegaconf import OmegaConf
+
+    user_wants_traceback = full_traceback_wanted([])  # read before main() sets HYDRA_FULL_ERROR
+    OmegaConf.register_new_resolver("launch_stamp", launch_stamp, replace=True)  # hydra.run.dir of the train configs
+
+    def decorate(task: Callable[[Any], T]) -> Callable[[], T | None]:
+        started: list[bool] = []
+
+        @functools.wraps(task)
+        def guarded_task(cfg: Any) -> T:
+            started.append(True)
+            # Caught here, before Hydra adds its "Error executing job" line.
+            try:
+                return task(cfg)
+            except (InputError, FileNotFoundError) as error:
+                if user_wants_traceback:
+                    raise
+                fail(str(error))
+            except InstantiationException as error:  # a class built from the config refused its arguments
+                cause = error.__cause__
+                if user_wants_traceback or not isinstance(cause, (InputError, FileNotFoundError, ValueError)):
+                    raise
+                if isinstance(cause, (InputError, FileNotFoundError)):
+                    fail(str(cause))
+                # A constructor's own check of a value: name the config entry it came from.
+                entry = re.search(r"full_key: (\S+)", str(error))
+                fail(f"{cause} ({'config entry ' + entry.group(1) if entry else 'a config value'}); fix it on the command line")
+
+        app = hydra.main(version_base="1.3", config_path="../conf", config_name=config_name)(guarded_task)
+
+        @functools.wraps(task)
+        def main() -> T | None:
+            if user_wants_traceback:
+                return app()
+            # Hydra prints a shortened traceback and exits 1 unless HYDRA_FULL_ERROR is set; set
+            # it for this call so a configuration error reaches this function, which prints one line.
+            os.environ["HYDRA_FULL_ERROR"] = "1"
+            try:
+                return app()
+            except MissingConfigException as error:
+                options = f"; choose one of: {', '.join(error.options)}" if error.options else ""
+                fail(f"{str(error).splitlines()[0]}{options}")
+            except (HydraException, OmegaConfBaseException) as error:
+                cause = error.__cause__ or error.__context__
+                detail = f" ({str(cause).splitlines()[0]})" if isinstance(cause, OmegaConfBaseException) else ""
+                fail(f"{str(error).splitlines()[0]}{detail}; see --help or --cfg job for the configuration")
+            except OSError as error:
+                if started:
+                    raise
+                # Hydra could not make or write the run directory, before the task began.
+                fail(
+                    f"cannot write the run directory {error.filename or ''}: {error.strerror}; set hydra.run.dir "
+                    "to a writable directory with free space"
+                )
+            finally:
+                os.environ.pop("HYDRA_FULL_ERROR", None)
+
+        return main
+
+    return decorate

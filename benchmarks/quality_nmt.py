@@ -57,11 +57,11 @@ from torch import Tensor, nn
 
 import core
 from benchmarks.common import environment, run_training_cli, table_result
-from nlp.batching import Example, pad_batch
-from nlp.datamodule import TranslationDataModule
+from nlp.data.batching import Example, pad_batch
+from nlp.data.datamodule import TranslationDataModule
 from nlp.decoding import length_limits, repetition_rate
-from nlp.gettext import DEFAULT_LOCALE_DIR, read_gettext_corpus
-from nlp.tokenizer import SubwordTokenizer
+from nlp.data.gettext import DEFAULT_LOCALE_DIR, read_gettext_corpus
+from nlp.data.tokenizer import SubwordTokenizer
 
 CONF = Path(__file__).resolve().parents[1] / "conf"
 QUICK_OVERRIDES = ("model=transformer_tiny", "data.vocab_size=300", "trainer.num_sanity_val_steps=0")
@@ -89,7 +89,7 @@ class Corpus:
 
     src_lang: str
     tgt_lang: str
-    join_words: int = 0  # nlp.gettext's joining of messages into long sentences
+    join_words: int = 0  # nlp.data.gettext's joining of messages into long sentences
     as_files: bool = False  # through data=files, as a user's own corpus
 
 

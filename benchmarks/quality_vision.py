@@ -54,8 +54,8 @@ from benchmarks import digits_data
 from benchmarks.common import environment, run_training_cli, table_result
 from core.files.checkpoints import load_checkpoint
 from core.training.throughput import SKIP_BATCHES
-from vision.datamodule import usable_cpus
-from vision.folder import ImageFolderDataModule
+from vision.data.datamodule import usable_cpus
+from vision.data.folder import ImageFolderDataModule
 
 CONF = Path(__file__).resolve().parents[1] / "conf"
 # A small ViT for CPUs (0.55M parameters).

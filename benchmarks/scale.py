@@ -30,7 +30,7 @@ from typing import Any
 import torch
 
 from benchmarks.common import environment, table_result
-from nlp.gettext import DEFAULT_LOCALE_DIR, read_gettext_corpus
+from nlp.data.gettext import DEFAULT_LOCALE_DIR, read_gettext_corpus
 
 ROOT = Path(__file__).resolve().parents[1]
 WORDS_PER_PAIR = 50

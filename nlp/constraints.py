@@ -9,14 +9,14 @@ from __future__ import annotations
 
 from core.constraints import NON_NEGATIVE_INT, POSITIVE_INT, Check, one_of, or_auto, whole
 
-CORPORA = ("toy", "files", "hf", "gettext")  # nlp.datamodule.TranslationDataModule
+CORPORA = ("toy", "files", "hf", "gettext")  # nlp.data.datamodule.TranslationDataModule
 CORPUS = one_of(CORPORA)
 # Byte-level BPE keeps the 256 byte symbols and the 4 special tokens <pad> <s> </s> <unk>.
 VOCAB_SIZE = whole(256 + 4)
 MAX_LEN = whole(2)  # one subword and </s>
 MAX_TOKENS = or_auto(POSITIVE_INT)  # data.max_tokens: tokens of a training batch
 PAD_TO_MULTIPLE = or_auto(POSITIVE_INT)
-MAX_WORDS = 64  # the most words a side of a gettext pair may have (nlp.gettext)
+MAX_WORDS = 64  # the most words a side of a gettext pair may have (nlp.data.gettext)
 JOIN_WORDS = Check(
     f"a whole number in 0..{MAX_WORDS} (0: one message per pair)",
     lambda v: NON_NEGATIVE_INT.test(v) and v <= MAX_WORDS,

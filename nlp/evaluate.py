@@ -19,7 +19,7 @@ from core.training.hydra_app import hydra_app
 @hydra_app("nlp_eval")
 def main(cfg: DictConfig) -> float:
     """Evaluate the checkpoint; returns the split's BLEU (for sweeps)."""
-    from nlp.evaluation import evaluate_translator  # Lightning and the model load after the config is read
+    from nlp.analysis.sacrebleu_report import evaluate_translator  # Lightning and the model load after the config is read
 
     return float(evaluate_translator(cfg)[f"{cfg.split}/bleu"])
 

@@ -16,11 +16,11 @@ from torch import Tensor
 
 import core
 from core.training.budget import stepping_bound
-from nlp.batching import pad_batch
+from nlp.data.batching import pad_batch
 from nlp.decoding import DEFAULT_MAX_LEN_A, DEFAULT_MAX_LEN_B, beam_search, greedy_decode, repetition_rate
-from nlp.encoding import encode_sources
+from nlp.data.encoding import encode_sources
 from nlp.model import Seq2SeqTransformer
-from nlp.tokenizer import SubwordTokenizer
+from nlp.data.tokenizer import SubwordTokenizer
 
 log = logging.getLogger(__name__)
 
@@ -45,7 +45,7 @@ class TranslationModule(pl.LightningModule):
             special-token ids, which come from the tokenizer.
         tokenizer: the tokenizer's JSON string (:meth:`SubwordTokenizer.to_json`).
         source_max_len: the data's ``max_len``: sources are encoded as at most
-            ``source_max_len - 1`` subwords and ``</s>`` (:mod:`nlp.encoding`); None is the
+            ``source_max_len - 1`` subwords and ``</s>`` (:mod:`nlp.data.encoding`); None is the
             model's ``max_len``.
         lr: peak learning rate, reached at the end of warmup (the paper's is
             ``(d_model * warmup_steps) ** -0.5``, 7e-4 for the base model).
@@ -144,7 +144,7 @@ class TranslationModule(pl.LightningModule):
 
     def source_batch(self, sentences: list[str]) -> Tensor:
         """Raw sentences -> padded source ids [B, S] on the module's device, encoded as the
-        datamodule encoded the training data (:func:`nlp.encoding.encode_sources` with the stored
+        datamodule encoded the training data (:func:`nlp.data.encoding.encode_sources` with the stored
         ``source_max_len``); truncation is logged as a warning."""
         max_len = self.hparams.source_max_len or self.net.max_len
         encoded, truncated = encode_sources(self.tokenizer, sentences, max_len)

@@ -2,7 +2,7 @@
 
 Without ``--text`` it reads sentences from stdin, one per line, and writes exactly one translation
 per line to stdout, ``--batch-size`` lines at a time (empty lines stay empty). Input follows the
-text input rule of :mod:`nlp.corpora`: bytes split at ``\n``, decoded as UTF-8, a byte sequence
+text input rule of :mod:`nlp.data.corpora`: bytes split at ``\n``, decoded as UTF-8, a byte sequence
 that is not UTF-8 replaced by U+FFFD; the number of lines that held one is reported on stderr.
 ``--attention FILE.png`` also draws the cross-attention of the ``--text`` sentence's translation.
 The checkpoint alone is enough: the tokenizer and the model configuration travel inside it.
@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING
 from core.commands.arguments import ArgumentParser, add_device_option, png_path, positive_int
 from core.commands.exit import command
 from core.errors import InputError
-from nlp.corpora import Utf8Lines
+from nlp.data.corpora import Utf8Lines
 
 if TYPE_CHECKING:
     from nlp.module import TranslationModule
@@ -81,7 +81,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 
 def write_attention(translator: TranslationModule, args: argparse.Namespace) -> None:
     """Translate the one ``--text`` sentence, print it, and draw its cross-attention."""
-    from nlp.attention_plot import cross_attention, draw_alignment
+    from nlp.analysis.alignment import cross_attention, draw_alignment
 
     alignment = cross_attention(translator, args.text[0], args.beam, args.max_len)
     print(one_line(alignment.translation), flush=True)
@@ -94,7 +94,7 @@ def main(argv: list[str] | None = None) -> None:
     """Translate ``--text`` sentences or stdin lines with a checkpoint, one line each to stdout."""
     args = parse_args(argv)
     # torch, Lightning and the model load after the arguments are read
-    from nlp.attention_plot import check_layer
+    from nlp.analysis.alignment import check_layer
     from nlp.module import load_translator
 
     translator = load_translator(args.checkpoint, map_location=args.device).to(args.device)

@@ -16,8 +16,8 @@ import torch
 
 from benchmarks.commands import HYDRA
 from nlp.module import TranslationModule
-from nlp.tokenizer import train_tokenizer
-from nlp.toy_corpus import TOY_PAIRS
+from nlp.data.tokenizer import train_tokenizer
+from nlp.data.toy_corpus import TOY_PAIRS
 from tests.vision.vision_testdata import TINY_MODEL, write_classifier_checkpoint, write_image
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -176,4 +176,6 @@ def test_bad_input_ends_in_one_error_line(
 def test_the_model_class_of_the_vision_head_loads_on_first_use() -> None:
     import vision
 
-    assert vision.VisionTransformer.__module__ == "vision.model"
+    from vision.model.vision_transformer import VisionTransformer
+
+    assert vision.VisionTransformer is VisionTransformer

@@ -89,5 +89,5 @@ def test_model_target_override_is_refused_not_ignored() -> None:
     check_model_target(cfg, module.net)  # the preset's own class
     other = tiny_vision_config("model._target_=timm.models.vision_transformer.VisionTransformer")
     assert "_target_" not in model_kwargs(other)
-    with pytest.raises(InputError, match=r"model._target_=timm\.models.*builds a vision\.model\.VisionTransformer"):
+    with pytest.raises(InputError, match=r"model._target_=timm\.models.*builds a vision\.model\.vision_transformer\.VisionTransformer"):
         check_model_target(other, instantiate(other.module, model=model_kwargs(other), num_classes=3).net)

@@ -28,7 +28,7 @@ def test_core_holds_the_blocks_and_they_import_no_machinery() -> None:
 
 def test_the_translation_product_does_not_import_the_walkthrough() -> None:
     root = Path(core.__file__).parents[1] / "nlp"
-    for path in root.glob("*.py"):
+    for path in (path for path in root.rglob("*.py") if "walkthrough" not in path.parts):
         assert not {module for module in imported_modules(path) if module.startswith("nlp.walkthrough")}, path.name
 
 
@@ -43,3 +43,18 @@ def test_the_rules_of_arguments_and_configs_import_no_torch() -> None:
         local = {module for module in imported if module.split(".")[0] in ("core", "nlp", "vision")}
         assert local <= {"core.constraints", "core.errors", "core.training.validation", "nlp.constraints",
                          "vision.constraints", "vision.recipe"}, (path, local)
+
+
+def test_each_head_keeps_commands_on_top_and_the_rest_in_wings() -> None:
+    """A head's top level holds its commands (``python -m <head>.<command>``) and the modules
+    named in the contracts; everything else lives in a wing named for what it holds."""
+    root = Path(core.__file__).parents[1]
+    shared = {"__init__", "train", "evaluate", "module", "config_rules", "constraints"}
+    tops = {
+        "vision": shared | {"predict", "explain", "export", "inference", "recipe"},
+        "nlp": shared | {"translate", "average", "model", "decoding"},
+    }
+    wings = {"vision": {"data", "model", "analysis"}, "nlp": {"data", "analysis", "walkthrough"}}
+    for head, top in tops.items():
+        assert {path.stem for path in (root / head).glob("*.py")} == top, head
+        assert {path.name for path in (root / head).iterdir() if (path / "__init__.py").is_file()} == wings[head], head

@@ -45,7 +45,7 @@ RULES: tuple[Rule, ...] = (
     Rule(("module.mixup_alpha", "module.cutmix_alpha"), or_auto(NON_NEGATIVE)),
     Rule(("module.warmup_epochs",), NON_NEGATIVE),
     Rule(("module.min_lr_ratio", "module.mixup_prob", "module.mixup_switch_prob"), PROBABILITY),
-    Rule(("data.batch_size",), or_auto(POSITIVE_INT)),  # auto: sized from the budget (vision.batch_size)
+    Rule(("data.batch_size",), or_auto(POSITIVE_INT)),  # auto: sized from the budget (vision.data.batch_size)
     Rule(("data.num_classes", "data.train_size", "data.test_size"), POSITIVE_INT),
     Rule(("data.val_size",), HOLDOUT),
     Rule(("data.hflip", "data.max_unreadable"), PROBABILITY),
@@ -93,7 +93,7 @@ def device_crop(cfg: DictConfig) -> None:
 
 def image_folder(cfg: DictConfig) -> None:
     """``data.root`` of an image folder is a directory with a ``train/`` folder in it."""
-    if OmegaConf.select(cfg, "data._target_") != "vision.folder.ImageFolderDataModule":
+    if OmegaConf.select(cfg, "data._target_") != "vision.data.folder.ImageFolderDataModule":
         return
     root = OmegaConf.select(cfg, "data.root", throw_on_missing=False)
     fix = "set data.root=DIR, where DIR/train/<class>/ holds the training images"

@@ -16,9 +16,9 @@ POS_EMBEDS = ("learned", "sincos")
 POOL, POS_EMBED = one_of(POOLS), one_of(POS_EMBEDS)
 WEIGHT_INITS = ("timm", "mimetic")  # vision.model.VisionTransformer.init_weights
 WEIGHT_INIT = one_of(WEIGHT_INITS)
-CROPS = ("pad", "random_resized")  # vision.transforms.train_transform
+CROPS = ("pad", "random_resized")  # vision.data.transforms.train_transform
 CROP = one_of((*CROPS, AUTO))  # auto: chosen by the image size (vision.recipe)
-AUGMENT_PLACES = ("loader", "device")  # vision.datamodule.ImageDataModule's augment_on
+AUGMENT_PLACES = ("loader", "device")  # vision.data.datamodule.ImageDataModule's augment_on
 AUGMENT_ON = one_of(AUGMENT_PLACES)
 HOLDOUT = Check(
     "a fraction in (0, 1) or a count of at least 1",

@@ -17,7 +17,7 @@ from core.training.hydra_app import hydra_app
 @hydra_app("vision_eval")
 def main(cfg: DictConfig) -> float:
     """Evaluate the checkpoint; returns the split's top-1 accuracy (for sweeps)."""
-    from vision.evaluation import evaluate_classifier  # Lightning and the model load after the config is read
+    from vision.analysis.confusion import evaluate_classifier  # Lightning and the model load after the config is read
 
     return float(evaluate_classifier(cfg)[f"{cfg.split}/acc"])
 

@@ -31,8 +31,8 @@ def main(argv: list[str] | None = None) -> None:
     args = parse_args(argv)
     # torch, timm, Lightning and matplotlib load after the arguments are read
     from vision.inference import load_classifier, load_image, preprocess
-    from vision.rollout import explain
-    from vision.rollout_figure import draw, unnormalize
+    from vision.analysis.rollout import explain
+    from vision.analysis.rollout_figure import draw, unnormalize
 
     classifier = load_classifier(args.checkpoint, args.device)
     batch = preprocess(classifier, [load_image(args.image)])

@@ -63,7 +63,7 @@ def main(argv: list[str] | None = None) -> None:
     args = parse_args(argv)
     check_request(args.out, args.format)
     # torch, timm and Lightning load after the arguments are read
-    from vision.exporters import CHECK_BATCHES, export
+    from vision.model.formats import CHECK_BATCHES, export
     from vision.inference import load_classifier
 
     classifier = load_classifier(args.checkpoint, args.device)

@@ -14,9 +14,9 @@ from torchvision import transforms as T
 
 from core import load_module
 from core.errors import InputError
-from vision.folder import UNREADABLE, read_image
+from vision.data.folder import UNREADABLE, read_image
 from vision.module import ImageClassifier
-from vision.transforms import eval_transform
+from vision.data.transforms import eval_transform
 
 # The evaluation data config: the arguments of eval_transform, stored as classifier hyperparameters.
 DATA_CONFIG_KEYS = ("img_size", "interpolation", "crop_pct", "mean", "std")
@@ -29,7 +29,7 @@ def load_classifier(checkpoint: str | Path, device: str = "cpu") -> ImageClassif
 
 def load_image(path: str | Path) -> Image.Image:
     """An image file decoded as the image-folder datamodule decodes its files
-    (:func:`vision.folder.read_image`: 8-bit RGB, transparency over white), with an error naming
+    (:func:`vision.data.folder.read_image`: 8-bit RGB, transparency over white), with an error naming
     the file when it is missing or unreadable."""
     path = Path(path)
     if not path.is_file():
@@ -45,7 +45,7 @@ def load_image(path: str | Path) -> Image.Image:
 def data_config(classifier: ImageClassifier) -> dict[str, Any]:
     """The evaluation data config stored with the classifier (image size, interpolation, crop
     fraction, mean and std): what its datamodule's
-    :meth:`~vision.datamodule.ImageDataModule.eval_data_config` returned at training time."""
+    :meth:`~vision.data.datamodule.ImageDataModule.eval_data_config` returned at training time."""
     return {key: classifier.hparams[key] for key in DATA_CONFIG_KEYS}
 
 

@@ -32,7 +32,7 @@ from vision.recipe import (
     Regularization,
     regularization,
 )
-from vision.timm_weights import read_timm_checkpoint
+from vision.model.timm_weights import read_timm_checkpoint
 
 log = logging.getLogger(__name__)
 
@@ -59,8 +59,8 @@ class ImageClassifier(LightningModule):
         num_classes: classes of the dataset.
         class_names: their names, kept in the checkpoint for prediction.
         mean, std, img_size, interpolation, crop_pct: the evaluation data config
-            (:meth:`vision.datamodule.ImageDataModule.eval_data_config`, the arguments of
-            :func:`vision.transforms.eval_transform`), kept in the checkpoint so that prediction
+            (:meth:`vision.data.datamodule.ImageDataModule.eval_data_config`, the arguments of
+            :func:`vision.data.transforms.eval_transform`), kept in the checkpoint so that prediction
             preprocesses images as validation did; ``img_size`` None is the model's.
         lr: peak AdamW learning rate (after warmup).
         weight_decay: AdamW decoupled weight decay; norms, biases, ``pos_embed`` and

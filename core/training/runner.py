@@ -17,7 +17,7 @@ from typing import Any
 import lightning.pytorch as pl
 import torch
 from filelock import FileLock
-from hydra.utils import instantiate
+from hydra.utils import get_class, instantiate
 from omegaconf import DictConfig, OmegaConf
 
 from core.files.atomic import atomic_path
@@ -46,11 +46,20 @@ def check_model_target(cfg: DictConfig, network: torch.nn.Module) -> None:
     than ignore the override."""
     target = cfg.model.get("_target_")
     built = f"{type(network).__module__}.{type(network).__qualname__}"
-    if target is not None and target != built:
+    if target is not None and target != built and not names_class(target, type(network)):
         raise InputError(
             f"model._target_={target}, but {cfg.module._target_} builds a {built}: the module fixes the "
             f"network class; drop the model._target_ override (or set it to {built})"
         )
+
+
+def names_class(path: str, cls: type) -> bool:
+    """Whether the dotted ``path`` imports ``cls`` (a class may be re-exported from its package,
+    as ``vision.model.VisionTransformer``)."""
+    try:
+        return get_class(path) is cls
+    except (ImportError, ValueError, AttributeError):
+        return False
 
 
 def build_list(group: DictConfig | None) -> list[Any]:

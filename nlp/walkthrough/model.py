@@ -8,7 +8,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 import core
-from nlp.batching import pad_batch
+from nlp.data.batching import pad_batch
 
 PAD, START, END = "<pad>", "<start>", "<end>"
 SPECIALS = (PAD, START, END)

@@ -13,7 +13,7 @@ import torch
 from rich.console import Console
 from rich.text import Text
 
-from nlp.toy_corpus import TOY_PAIRS
+from nlp.data.toy_corpus import TOY_PAIRS
 from nlp.walkthrough.model import Vocabulary, build_model, fit
 from nlp.walkthrough.printing import print_steps
 from nlp.walkthrough.steps import trace

@@ -13,9 +13,9 @@ import core
 from core.errors import InputError
 from core.training.runner import train
 from core.training.validation import validate_config
-from nlp.datamodule import TranslationDataModule
-from nlp.gettext import read_gettext_corpus
-from nlp.tokenizer import train_tokenizer
+from nlp.data.datamodule import TranslationDataModule
+from nlp.data.gettext import read_gettext_corpus
+from nlp.data.tokenizer import train_tokenizer
 from vision.model import VisionTransformer
 
 CONF = Path(__file__).resolve().parents[2] / "conf"

@@ -12,8 +12,8 @@ from hydra import compose, initialize_config_dir
 from omegaconf import DictConfig
 
 from nlp.model import Seq2SeqTransformer
-from nlp.tokenizer import SubwordTokenizer, train_tokenizer
-from nlp.toy_corpus import TOY_PAIRS
+from nlp.data.tokenizer import SubwordTokenizer, train_tokenizer
+from nlp.data.toy_corpus import TOY_PAIRS
 
 CONF = Path(__file__).resolve().parents[2] / "conf"
 

@@ -14,7 +14,7 @@ from core.errors import InputError
 from core.training.runner import train
 from nlp import average, translate
 from nlp.module import TranslationModule, load_translator
-from nlp.tokenizer import SubwordTokenizer
+from nlp.data.tokenizer import SubwordTokenizer
 from tests.nlp.conftest import nlp_config
 
 TINY_MODEL = dict(dim=32, num_heads=4, encoder_depth=1, decoder_depth=1, ffn_dim=64, max_len=64)

@@ -10,8 +10,8 @@ import torch
 
 from core.files.checkpoints import load_checkpoint
 from core.training.runner import train
-from nlp import batch_size
-from nlp.batch_size import MAX_TOKENS, MIN_TOKENS, tokens_for_budget
+from nlp.data import batch_size
+from nlp.data.batch_size import MAX_TOKENS, MIN_TOKENS, tokens_for_budget
 from tests.nlp.conftest import nlp_config, reverse_pairs, write_lines
 
 

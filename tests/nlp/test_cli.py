@@ -12,8 +12,8 @@ import pytest
 
 import core
 from nlp import translate
-from nlp.tokenizer import SubwordTokenizer
-from nlp.toy_corpus import TOY_PAIRS
+from nlp.data.tokenizer import SubwordTokenizer
+from nlp.data.toy_corpus import TOY_PAIRS
 from tests.nlp.conftest import SUBPROCESS_ENV
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -9,11 +9,11 @@ from pathlib import Path
 import pytest
 
 from core.errors import InputError
-from nlp.batching import Collator, TokenBudgetBatchSampler, token_budget_batches
-from nlp.corpora import load_hf_split, read_corpus
-from nlp.datamodule import TranslationDataModule
-from nlp.tokenizer import SubwordTokenizer
-from nlp.toy_corpus import TOY_PAIRS
+from nlp.data.batching import Collator, TokenBudgetBatchSampler, token_budget_batches
+from nlp.data.corpora import load_hf_split, read_corpus
+from nlp.data.datamodule import TranslationDataModule
+from nlp.data.tokenizer import SubwordTokenizer
+from nlp.data.toy_corpus import TOY_PAIRS
 from tests.nlp.conftest import write_lines
 
 
@@ -104,7 +104,7 @@ def test_prepare_data_downloads_and_encodes_once_and_setup_reads_no_text(
 ) -> None:
     import datasets
 
-    from nlp import datamodule
+    from nlp.data import datamodule
 
     cache = tmp_path / "cache"
     monkeypatch.setattr(datasets.config, "HF_DATASETS_CACHE", cache)

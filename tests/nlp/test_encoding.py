@@ -1,5 +1,5 @@
 """Translation encodes a sentence exactly as the datamodule encoded it for training and
-evaluation: the same function (:mod:`nlp.encoding`), with the ``max_len`` the checkpoint stores."""
+evaluation: the same function (:mod:`nlp.data.encoding`), with the ``max_len`` the checkpoint stores."""
 
 from __future__ import annotations
 
@@ -11,10 +11,10 @@ import torch
 from hydra.utils import instantiate
 
 from core.training.runner import model_kwargs
-from nlp.batching import pad_batch
-from nlp.encoding import encode_flat, encode_sources, encode_targets
+from nlp.data.batching import pad_batch
+from nlp.data.encoding import encode_flat, encode_sources, encode_targets
 from nlp.module import load_translator
-from nlp.toy_corpus import TOY_PAIRS
+from nlp.data.toy_corpus import TOY_PAIRS
 from tests.nlp.conftest import nlp_config
 
 MODEL_MAX_LEN = 16

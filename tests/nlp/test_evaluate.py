@@ -14,11 +14,12 @@ from omegaconf import DictConfig
 from sacrebleu.metrics import BLEU, CHRF
 
 from core.errors import InputError
-from nlp import evaluate, evaluation
+from nlp import evaluate
+from nlp.analysis import sacrebleu_report as evaluation
 from nlp.decoding import repetition_rate
 from nlp.module import load_translator
-from nlp.tokenizer import SubwordTokenizer
-from nlp.toy_corpus import TOY_PAIRS
+from nlp.data.tokenizer import SubwordTokenizer
+from nlp.data.toy_corpus import TOY_PAIRS
 from tests.nlp.conftest import CONF
 from tests.nlp.translator_testdata import write_translator_checkpoint
 from tests.vision.vision_testdata import write_classifier_checkpoint

@@ -12,8 +12,8 @@ import pytest
 
 from core.errors import InputError
 from core.training.runner import train
-from nlp.corpora import load_hf_split
-from nlp.gettext import DEFAULT_LOCALE_DIR, message_pair, read_catalog, read_gettext_corpus
+from nlp.data.corpora import load_hf_split
+from nlp.data.gettext import DEFAULT_LOCALE_DIR, message_pair, read_catalog, read_gettext_corpus
 from tests.nlp.conftest import nlp_config
 from tests.nlp.gettext_catalogs import fake_locale_tree, numbered_messages, write_mo
 

@@ -12,7 +12,7 @@ import torch
 
 from core.training.runner import train
 from nlp.module import TranslationModule
-from nlp.tokenizer import SubwordTokenizer
+from nlp.data.tokenizer import SubwordTokenizer
 from tests.nlp.conftest import nlp_config
 
 TINY = {"dim": 32, "num_heads": 4, "encoder_depth": 1, "decoder_depth": 1, "ffn_dim": 64, "dropout": 0.0, "max_len": 32}
@@ -25,7 +25,7 @@ def module(toy_tokenizer: SubwordTokenizer) -> TranslationModule:
 
 
 def toy_batch(tokenizer: SubwordTokenizer) -> dict[str, torch.Tensor]:
-    from nlp.batching import Collator
+    from nlp.data.batching import Collator
 
     pairs = [("winter is coming", "the north remembers"), ("when you play the game of thrones", "you win or you die")]
     examples = [
@@ -89,7 +89,7 @@ def test_translate_truncates_overlong_input_with_a_warning(module: TranslationMo
 
 
 def test_resuming_with_another_tokenizer_is_refused(module: TranslationModule) -> None:
-    from nlp.tokenizer import train_tokenizer
+    from nlp.data.tokenizer import train_tokenizer
 
     other = train_tokenizer(["a completely different corpus"], vocab_size=300, min_frequency=1).to_json()
     module.on_load_checkpoint({"hyper_parameters": {**module.hparams, "tokenizer": module.hparams.tokenizer}})

@@ -13,10 +13,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from nlp import datamodule as datamodule_module
-from nlp import prepared
-from nlp.datamodule import TranslationDataModule
-from nlp.prepared import EncodedSplit, token_dtype
+from nlp.data import datamodule as datamodule_module
+from nlp.data import prepared
+from nlp.data.datamodule import TranslationDataModule
+from nlp.data.prepared import EncodedSplit, token_dtype
 from tests.nlp.conftest import SUBPROCESS_ENV, reverse_pairs, write_lines
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -90,8 +90,8 @@ def test_splits_are_uint16_memory_maps_that_pickle_as_a_path(tmp_path: Path) -> 
 
 
 def test_the_encoding_equals_the_translation_rule(tmp_path: Path, toy_tokenizer) -> None:  # type: ignore[no-untyped-def]
-    from nlp.encoding import encode_sources, encode_targets
-    from nlp.toy_corpus import TOY_PAIRS
+    from nlp.data.encoding import encode_sources, encode_targets
+    from nlp.data.toy_corpus import TOY_PAIRS
 
     tokenizer_path = tmp_path / "tokenizer.json"
     toy_tokenizer.save(tokenizer_path)

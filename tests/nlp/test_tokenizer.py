@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from nlp.tokenizer import SubwordTokenizer, train_tokenizer
-from nlp.toy_corpus import TOY_PAIRS
+from nlp.data.tokenizer import SubwordTokenizer, train_tokenizer
+from nlp.data.toy_corpus import TOY_PAIRS
 
 
 def test_special_tokens_have_fixed_ids(toy_tokenizer: SubwordTokenizer) -> None:
@@ -62,7 +62,7 @@ def test_the_smallest_vocabulary_holds_the_byte_alphabet_and_the_special_tokens(
     """The floor of ``nlp.constraints.VOCAB_SIZE`` is what byte-level BPE cannot do without."""
     from tokenizers import pre_tokenizers
 
-    from nlp.tokenizer import SPECIAL_TOKENS
+    from nlp.data.tokenizer import SPECIAL_TOKENS
 
     smallest = train_tokenizer(["a b c"], vocab_size=260, min_frequency=1)
     assert smallest.vocab_size == len(SPECIAL_TOKENS) + len(pre_tokenizers.ByteLevel.alphabet()) == 260

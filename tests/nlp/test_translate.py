@@ -12,10 +12,10 @@ import torch
 from PIL import Image
 
 from nlp import translate
-from nlp.attention_plot import alignment_figure, cross_attention
+from nlp.analysis.alignment import alignment_figure, cross_attention
 from nlp.module import load_translator
-from nlp.tokenizer import SubwordTokenizer
-from nlp.toy_corpus import TOY_PAIRS
+from nlp.data.tokenizer import SubwordTokenizer
+from nlp.data.toy_corpus import TOY_PAIRS
 from tests.nlp.translator_testdata import TINY, write_translator_checkpoint
 from tests.vision.vision_testdata import write_classifier_checkpoint
 

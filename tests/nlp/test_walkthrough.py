@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 import torch
 
-from nlp.toy_corpus import TOY_PAIRS
+from nlp.data.toy_corpus import TOY_PAIRS
 from nlp.walkthrough.cli import main
 from nlp.walkthrough.model import Vocabulary, build_model
 

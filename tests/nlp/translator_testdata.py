@@ -7,7 +7,7 @@ from pathlib import Path
 import torch
 
 from nlp.module import TranslationModule
-from nlp.tokenizer import SubwordTokenizer
+from nlp.data.tokenizer import SubwordTokenizer
 
 TINY = dict(dim=32, num_heads=4, encoder_depth=2, decoder_depth=2, ffn_dim=64, dropout=0.0, max_len=64)
 

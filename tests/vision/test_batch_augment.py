@@ -15,10 +15,10 @@ from scipy.stats import chi2_contingency, ks_2samp
 
 from core.errors import InputError
 from tests.vision.vision_testdata import tiny_model_kwargs
-from vision.batch_augment import BatchAugment
+from vision.data.batch_augment import BatchAugment
 from vision.module import ImageClassifier
-from vision.synthetic import SyntheticDataModule
-from vision.transforms import train_transform, uint8_transform
+from vision.data.synthetic import SyntheticDataModule
+from vision.data.transforms import train_transform, uint8_transform
 
 SIZE = 16  # padding SIZE // 8 = 2: 5 x 5 offsets, flipped or not
 MEAN, STD = (0.49, 0.48, 0.45), (0.25, 0.24, 0.26)

@@ -15,8 +15,8 @@ from core.training.runner import train
 from core.training.validation import validate_config
 from tests.vision.test_train import vision_config
 from tests.vision.vision_testdata import TINY_MODEL
-from vision import batch_size
-from vision.batch_size import MAX_PER_PROCESS, MIN_BATCH, auto_batch_size, batch_for_budget, per_process
+from vision.data import batch_size
+from vision.data.batch_size import MAX_PER_PROCESS, MIN_BATCH, auto_batch_size, batch_for_budget, per_process
 
 
 def test_the_rule_is_the_power_of_two_below_the_square_root_of_an_eighth_of_the_budget() -> None:

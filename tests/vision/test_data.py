@@ -14,10 +14,10 @@ import torchvision.datasets.utils
 
 from core.errors import InputError
 from tests.vision.vision_testdata import write_cifar, write_image_folder
-from vision.cifar import CIFARDataModule
-from vision.datamodule import holdout_indices
-from vision.folder import ImageFolderDataModule
-from vision.synthetic import SyntheticDataModule
+from vision.data.cifar import CIFARDataModule
+from vision.data.datamodule import holdout_indices
+from vision.data.folder import ImageFolderDataModule
+from vision.data.synthetic import SyntheticDataModule
 
 PLAIN = {"num_workers": 0, "pin_memory": False, "auto_augment": None, "re_prob": 0.0}
 
@@ -202,7 +202,7 @@ def test_a_few_unreadable_images_are_skipped_with_one_counted_warning(
 
 
 def test_a_folder_is_decoded_once_and_a_changed_file_again(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from vision import folder
+    from vision.data import folder
 
     corrupt_folder(tmp_path / "data", good=20, bad=broken_files(tmp_path))
     decoded: list[str] = []
@@ -257,7 +257,7 @@ def test_an_image_broken_mid_run_is_replaced_with_a_warning(tmp_path: Path, capl
 def test_folder_images_of_any_mode_are_read_as_rgb(tmp_path: Path) -> None:
     from PIL import Image
 
-    from vision.folder import read_image
+    from vision.data.folder import read_image
 
     write_image_folder(tmp_path, {"train": {"a": 1}})
     Image.fromarray(np.full((4, 4), 65535 // 2, dtype=np.uint16)).save(tmp_path / "train" / "a" / "deep.png")

@@ -14,8 +14,8 @@ import numpy as np
 import pytest
 
 from benchmarks import digits_data
-from vision.cifar import CIFARDataModule
-from vision.folder import ImageFolderDataModule, read_image
+from vision.data.cifar import CIFARDataModule
+from vision.data.folder import ImageFolderDataModule, read_image
 
 pytest.importorskip("sklearn")
 ROOT = Path(__file__).resolve().parents[2]

@@ -16,7 +16,8 @@ from PIL import Image
 
 from core.errors import InputError
 from tests.vision.vision_testdata import CONF, tiny_model_kwargs, write_image_folder
-from vision import evaluate, evaluation
+from vision import evaluate
+from vision.analysis import confusion as evaluation
 from vision.inference import load_classifier, load_image, preprocess
 from vision.module import ImageClassifier
 

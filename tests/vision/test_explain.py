@@ -7,7 +7,7 @@ import torch
 
 from tests.vision.vision_testdata import tiny_model_kwargs
 from vision.model import VisionTransformer
-from vision.rollout import attention_rollout, explain, token_relevance
+from vision.analysis.rollout import attention_rollout, explain, token_relevance
 
 
 def tiny_vit(**overrides: object) -> VisionTransformer:

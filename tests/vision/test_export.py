@@ -13,7 +13,8 @@ import pytest
 import torch
 
 from tests.vision.vision_testdata import write_classifier_checkpoint
-from vision import export, exporters
+from vision import export
+from vision.model import formats as exporters
 from vision.inference import data_config, load_classifier
 
 

@@ -19,7 +19,7 @@ from torch.utils.data import Dataset
 from core.training.runner import model_kwargs
 from tests.vision.vision_testdata import CONF, TINY_MODEL, write_cifar, write_image, write_image_folder
 from vision.inference import data_config, image_transform, load_classifier, load_image, preprocess
-from vision.transforms import eval_transform
+from vision.data.transforms import eval_transform
 
 
 def cifar(dataset: str) -> Callable[[Path], list[str]]:

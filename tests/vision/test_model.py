@@ -13,7 +13,7 @@ from timm.models.vision_transformer import checkpoint_filter_fn
 
 from core import sincos_2d
 from vision.model import VisionTransformer
-from vision.timm_weights import rename_key
+from vision.model.timm_weights import rename_key
 
 ATOL = 1e-4
 

@@ -23,7 +23,7 @@ from vision.recipe import (
     ramp,
     regularization,
 )
-from vision.synthetic import SyntheticDataModule
+from vision.data.synthetic import SyntheticDataModule
 
 
 @pytest.mark.parametrize("epochs", [0.5, 3, 10])

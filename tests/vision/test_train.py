@@ -27,7 +27,7 @@ from vision import predict
 from vision import explain
 from vision.model import VisionTransformer
 from vision.module import ImageClassifier
-from vision.timm_weights import rename_key
+from vision.model.timm_weights import rename_key
 
 ROOT = CONF.parent
 TINY_SYNTHETIC = [
@@ -47,7 +47,7 @@ def vision_config(overrides: list[str]):
 
 def test_default_run_is_the_cifar10_recipe_on_any_accelerator() -> None:
     cfg = vision_config(["paths.output_dir=/unused"])
-    assert cfg.data._target_ == "vision.cifar.CIFARDataModule" and cfg.data.dataset == "cifar10"
+    assert cfg.data._target_ == "vision.data.cifar.CIFARDataModule" and cfg.data.dataset == "cifar10"
     assert (cfg.model.patch_size, cfg.model.dim, cfg.model.depth, cfg.data.img_size) == (4, 192, 9, 32)
     assert cfg.trainer.accelerator == "auto"
     # Regularization sized to the run's length (vision.recipe): the full recipe at 100 epochs.

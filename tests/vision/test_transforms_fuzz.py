@@ -15,9 +15,9 @@ from PIL import Image
 
 from core.errors import InputError
 from tests.vision.vision_testdata import CONF
-from vision.datamodule import ImageDataModule, usable_cpus
+from vision.data.datamodule import ImageDataModule, usable_cpus
 from vision.recipe import FULL_POLICY, regularization
-from vision.transforms import augment_hparams, policy_transform, to_rgb
+from vision.data.transforms import augment_hparams, policy_transform, to_rgb
 
 # The common image modes, then rarer ones Pillow decodes files into (LAB last: converting it
 # builds a colour-management transform, 30 ms a time).

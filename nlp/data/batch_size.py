@@ -34,7 +34,7 @@ import torch
 
 from core.training.pace import run_budget
 from core.training.pace import measure_pace as pace_of
-from nlp.batching import token_budget_batches
+from nlp.data.batching import token_budget_batches
 
 log = logging.getLogger(__name__)
 

@@ -32,8 +32,8 @@ from core.constraints import PROBABILITY
 from core.files.atomic import atomic_path
 from core.files.data_cache import cache_root, file_version
 from core.errors import InputError
-from vision.datamodule import ImageDataModule, ImageSplits, usable_cpus
-from vision.transforms import to_rgb
+from vision.data.datamodule import ImageDataModule, ImageSplits, usable_cpus
+from vision.data.transforms import to_rgb
 
 log = logging.getLogger(__name__)
 
@@ -44,7 +44,7 @@ MAX_SUBSTITUTES = 10  # unreadable images in a row replaced mid-epoch before the
 
 
 def read_image(path: str | Path) -> Image.Image:
-    """An image file decoded as 8-bit RGB (:func:`vision.transforms.to_rgb`)."""
+    """An image file decoded as 8-bit RGB (:func:`vision.data.transforms.to_rgb`)."""
     with Image.open(path) as image:
         image.load()
         return to_rgb(image)

@@ -1,5 +1,5 @@
 """Labelled heatmaps of attention-sized matrices (PNG), for the alignment plot of
-:mod:`nlp.attention_plot` and the walkthrough's figures."""
+:mod:`nlp.analysis.alignment` and the walkthrough's figures."""
 
 from __future__ import annotations
 

@@ -40,9 +40,9 @@ from torch.utils.data import Dataset
 from core.files.atomic import write_error
 from core.files.data_cache import file_version
 from core.errors import InputError
-from nlp.corpora import Pair
-from nlp.encoding import encode_flat
-from nlp.tokenizer import SubwordTokenizer, train_tokenizer
+from nlp.data.corpora import Pair
+from nlp.data.encoding import encode_flat
+from nlp.data.tokenizer import SubwordTokenizer, train_tokenizer
 
 log = logging.getLogger(__name__)
 

@@ -1,11 +1,11 @@
 """Training augmentation of a whole batch on the batch's device (``data.augment_on=device``).
 
-The loader hands over uint8 images of the model's size (:func:`vision.transforms.uint8_transform`:
+The loader hands over uint8 images of the model's size (:func:`vision.data.transforms.uint8_transform`:
 RGB, resize, and RandAugment when it is on, whose PIL ops have no batched form here); on the
 device, per image but as batched tensor ops: the CIFAR recipe's pad-and-crop and horizontal flip,
 ``/ 255`` and normalization, then timm's random erasing. Mixup/CutMix follow in the classifier's
 training step as before. The outputs have the distribution of
-:func:`vision.transforms.train_transform` with ``crop="pad"``
+:func:`vision.data.transforms.train_transform` with ``crop="pad"``
 (tests/vision/test_batch_augment.py compares the two); with RandAugment on, its ops come before
 the crop instead of after it.
 """
@@ -18,7 +18,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-from vision.transforms import SharedErasing, SharedValue
+from vision.data.transforms import SharedErasing, SharedValue
 
 
 class PadCropFlip:

@@ -3,7 +3,7 @@ core :class:`core.Encoder`.
 
 Parameter names follow timm's ``VisionTransformer`` (``cls_token``, ``pos_embed``,
 ``patch_embed.proj``, ``head``; timm's ``blocks.{i}`` / ``norm`` are our ``encoder.layers.{i}`` /
-``encoder.norm``), so timm checkpoints load with a key rename only (:mod:`vision.timm_weights`).
+``encoder.norm``), so timm checkpoints load with a key rename only (:mod:`vision.model.timm_weights`).
 """
 
 from __future__ import annotations
@@ -17,8 +17,8 @@ from torch import Tensor, nn
 from core import Encoder, sincos_2d
 from core.initialization import mimetic_init_
 from vision.constraints import WEIGHT_INIT, require_pool
-from vision.patch_embed import PatchEmbed
-from vision.timm_weights import convert_timm_state_dict, timm_config
+from vision.model.patch_embed import PatchEmbed
+from vision.model.timm_weights import convert_timm_state_dict, timm_config
 
 
 

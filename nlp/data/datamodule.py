@@ -14,14 +14,14 @@ from core.constraints import AUTO
 from core.files.data_cache import cache_root
 from core.errors import InputError
 from core.training.resumable import ResumableLoader, trained_position
-from nlp.batch_size import STEPS_ONLY_TOKENS, auto_max_tokens
+from nlp.data.batch_size import STEPS_ONLY_TOKENS, auto_max_tokens
 from nlp.constraints import CORPUS, MAX_LEN, MAX_TOKENS, PAD_TO_MULTIPLE
-from nlp.batching import Collator, TokenBudgetBatchSampler
-from nlp.corpora import Pair, iter_corpus, load_hf_dataset, load_hf_split
-from nlp.gettext import DEFAULT_LOCALE_DIR, read_gettext_corpus
-from nlp.prepared import EncodedSplit, build, content_hash, file_stamp, fingerprint, prepared
-from nlp.tokenizer import SubwordTokenizer
-from nlp.toy_corpus import TOY_PAIRS
+from nlp.data.batching import Collator, TokenBudgetBatchSampler
+from nlp.data.corpora import Pair, iter_corpus, load_hf_dataset, load_hf_split
+from nlp.data.gettext import DEFAULT_LOCALE_DIR, read_gettext_corpus
+from nlp.data.prepared import EncodedSplit, build, content_hash, file_stamp, fingerprint, prepared
+from nlp.data.tokenizer import SubwordTokenizer
+from nlp.data.toy_corpus import TOY_PAIRS
 
 log = logging.getLogger(__name__)
 
@@ -35,7 +35,7 @@ class TranslationDataModule(pl.LightningDataModule):
         corpus: ``toy`` (the three sentences of the worked example, used for every split),
             ``files`` (``train``/``val``/``test`` paths), ``hf`` (a Hugging Face dataset) or
             ``gettext`` (the machine's gettext catalogs, English <-> one language:
-            :mod:`nlp.gettext`).
+            :mod:`nlp.data.gettext`).
         train: TSV file or parallel-file prefix of the training split (``files``).
         val: the same for the validation split (``files``).
         test: the same for the test split (``files``, optional: the validation split otherwise).
@@ -53,14 +53,14 @@ class TranslationDataModule(pl.LightningDataModule):
         min_frequency: least count of a pair of symbols for a BPE merge.
         tokenizer_path: a ``tokenizer.json`` to reuse instead of training one.
         max_tokens: padded-token budget of a batch, or ``auto``: sized from the run's budget
-            (:mod:`nlp.batch_size`; evaluation batches then hold 4096 tokens).
+            (:mod:`nlp.data.batch_size`; evaluation batches then hold 4096 tokens).
         pad_to_multiple: pad sources and teacher-forced targets to a multiple of this; ``auto``:
             8 on a GPU (tensor cores, few shapes for ``compile=true``), 1 on the CPU.
         max_len: the model's longest sequence; longer sentences are truncated with a warning.
         num_workers: DataLoader worker processes.
         seed: seed of the batch shuffling.
         cache_dir: where the prepared data (tokenizer, encoded splits) is kept; default
-            ``$TRANSFORMER_TOOLKIT_CACHE`` or ``~/.cache/transformer-toolkit`` (:mod:`nlp.prepared`).
+            ``$TRANSFORMER_TOOLKIT_CACHE`` or ``~/.cache/transformer-toolkit`` (:mod:`nlp.data.prepared`).
     """
 
     def __init__(
@@ -142,7 +142,7 @@ class TranslationDataModule(pl.LightningDataModule):
         return load_hf_split(self.dataset, self.dataset_config, self.splits[split], self.src_lang, self.tgt_lang, limit)
 
     def fingerprint_inputs(self) -> dict[str, Any]:
-        """Everything the prepared data depends on (:mod:`nlp.prepared`): corpus files by path,
+        """Everything the prepared data depends on (:mod:`nlp.data.prepared`): corpus files by path,
         size and modification time, a given tokenizer by content, the encoding settings."""
         inputs: dict[str, Any] = {
             "corpus": self.corpus, "src_lang": self.src_lang, "tgt_lang": self.tgt_lang, "max_len": self.max_len,
@@ -170,7 +170,7 @@ class TranslationDataModule(pl.LightningDataModule):
 
     def prepared_directory(self) -> Path:
         """The cache directory of this data, built by the first process that needs it (the
-        tokenizer trained and every split encoded once; :mod:`nlp.prepared`)."""
+        tokenizer trained and every split encoded once; :mod:`nlp.data.prepared`)."""
         directory = cache_root(self.cache_dir) / "nlp" / fingerprint(self.fingerprint_inputs())
         splits = {split: (lambda split=split: self.iter_split(split)) for split in self.split_names()}
         self.meta = prepared(
@@ -251,7 +251,7 @@ class TranslationDataModule(pl.LightningDataModule):
 
     def resolve_max_tokens(self) -> int:
         """The training batches' token budget: ``max_tokens``, or for ``auto`` the choice of
-        :func:`nlp.batch_size.auto_max_tokens` for the attached trainer's budget (made once, and
+        :func:`nlp.data.batch_size.auto_max_tokens` for the attached trainer's budget (made once, and
         kept in checkpoints); 4096 without a trainer."""
         if self.train_max_tokens is None:
             trainer = self.trainer

@@ -3,7 +3,7 @@
 A source becomes its subwords, cut to ``max_len - 1``, then ``</s>``; a target becomes ``<s>``,
 its subwords cut to ``max_len - 1``, then ``</s>`` (teacher forcing feeds all but the last token
 and predicts all but the first, so both sides span at most ``max_len`` positions).
-:class:`nlp.datamodule.TranslationDataModule` encodes every split with these functions, and
+:class:`nlp.data.datamodule.TranslationDataModule` encodes every split with these functions, and
 :meth:`nlp.module.TranslationModule.source_batch` encodes new sentences with the same one and the
 ``max_len`` its checkpoint stores.
 """
@@ -15,7 +15,7 @@ from itertools import chain
 import numpy as np
 
 from nlp.constraints import MAX_LEN
-from nlp.tokenizer import SubwordTokenizer
+from nlp.data.tokenizer import SubwordTokenizer
 
 # Ids of each sentence, and whether each was cut to fit.
 Encoded = tuple[list[list[int]], list[bool]]

@@ -16,11 +16,11 @@ from torch.utils.data import DataLoader, Dataset, DistributedSampler, Subset
 from core.constraints import AUTO, NON_NEGATIVE_INT, POSITIVE_INT, optional, or_auto
 from core.errors import InputError
 from core.training.resumable import ResumableLoader, ShuffledBatchSampler, trained_position
-from vision.batch_augment import BatchAugment
-from vision.batch_size import EVAL_BATCH, MAX_PER_PROCESS, auto_batch_size
+from vision.data.batch_augment import BatchAugment
+from vision.data.batch_size import EVAL_BATCH, MAX_PER_PROCESS, auto_batch_size
 from vision.constraints import AUGMENT_ON, require_device_crop
 from vision.recipe import FULL_POLICY, Regularization, crop_for
-from vision.transforms import SharedValue, eval_transform, train_transform, uint8_transform
+from vision.data.transforms import SharedValue, eval_transform, train_transform, uint8_transform
 
 log = logging.getLogger(__name__)
 
@@ -64,8 +64,8 @@ class ImageDataModule(LightningDataModule):
         root: where the data lives (or is downloaded to).
         img_size: side the images are resized to (the model's ``img_size``).
         batch_size: images per training batch (per device), or ``auto``: sized from the run's
-            budget by :func:`vision.batch_size.auto_batch_size` (evaluation then uses
-            :data:`vision.batch_size.EVAL_BATCH`).
+            budget by :func:`vision.data.batch_size.auto_batch_size` (evaluation then uses
+            :data:`vision.data.batch_size.EVAL_BATCH`).
         num_workers: loader worker processes; None: the usable CPUs (shared by the processes of
             one machine, at most ``MAX_WORKERS``).
         pin_memory: page-locked batches for faster host-to-GPU copies; None: when training on a
@@ -78,14 +78,14 @@ class ImageDataModule(LightningDataModule):
         mean, std: normalization statistics; None uses the class's ``MEAN`` / ``STD``
             (ImageNet statistics unless a subclass knows its data's own).
         crop, auto_augment, re_prob, hflip, interpolation: training augmentation, see
-            :func:`vision.transforms.train_transform`. ``auto`` (the default) takes the crop
+            :func:`vision.data.transforms.train_transform`. ``auto`` (the default) takes the crop
             from the image size and sizes RandAugment (:data:`vision.recipe.FULL_POLICY` scaled)
             and random erasing to the run's length (:mod:`vision.recipe`).
         augment_on: where the training augmentation runs. ``loader``: every step in the loader
-            workers (:func:`vision.transforms.train_transform`). ``device``: the workers only
+            workers (:func:`vision.data.transforms.train_transform`). ``device``: the workers only
             resize (and apply RandAugment when on) and hand over uint8 images; crop, flip,
             normalization and random erasing run on the whole batch where it trains
-            (:class:`vision.batch_augment.BatchAugment`, in :meth:`on_after_batch_transfer`),
+            (:class:`vision.data.batch_augment.BatchAugment`, in :meth:`on_after_batch_transfer`),
             which takes that work off a loader that cannot keep up with a GPU. Pad-and-crop only.
     """
 
@@ -179,7 +179,7 @@ class ImageDataModule(LightningDataModule):
 
     def eval_data_config(self) -> dict[str, Any]:
         """The evaluation preprocessing as plain data: the arguments of
-        :func:`vision.transforms.eval_transform` that build ``self.eval_tf``. Checkpoints keep it,
+        :func:`vision.data.transforms.eval_transform` that build ``self.eval_tf``. Checkpoints keep it,
         so prediction, evaluation and export preprocess exactly as validation and testing did."""
         size = self.img_size
         return {
@@ -253,8 +253,8 @@ class ImageDataModule(LightningDataModule):
 
     def resolve_batch_size(self) -> int:
         """The training batch: ``batch_size``, or for ``auto`` the choice of
-        :func:`vision.batch_size.auto_batch_size` for the attached trainer's budget (made once, and
-        kept in checkpoints); :data:`vision.batch_size.MAX_PER_PROCESS` without a trainer."""
+        :func:`vision.data.batch_size.auto_batch_size` for the attached trainer's budget (made once, and
+        kept in checkpoints); :data:`vision.data.batch_size.MAX_PER_PROCESS` without a trainer."""
         if self.train_batch_size is None:
             trainer = self.trainer
             if trainer is None or trainer.lightning_module is None:

@@ -1,6 +1,6 @@
 """Image preprocessing: any PIL image to 8-bit RGB, timm's training augmentation (crop, flip,
 RandAugment, random erasing), the loader's uint8 share of it when the rest runs on the device
-(:mod:`vision.batch_augment`) and the deterministic evaluation transform.
+(:mod:`vision.data.batch_augment`) and the deterministic evaluation transform.
 
 Augmentation strengths may be fixed numbers or :class:`SharedValue` s, which the training process
 sets while the run goes (see :mod:`vision.recipe`) and every loader worker reads per image.
@@ -246,7 +246,7 @@ def uint8_transform(
     augment_strength: SharedValue | None = None,
 ) -> T.Compose:
     """The loader's share of the training pipeline when the rest runs on the device
-    (:class:`vision.batch_augment.BatchAugment`): RGB, resize to ``img_size`` square, the
+    (:class:`vision.data.batch_augment.BatchAugment`): RGB, resize to ``img_size`` square, the
     auto-augment policy when on, and the image as a uint8 tensor [3, img_size, img_size]."""
     steps: list[Callable] = [ToRGB(), T.Resize((img_size, img_size), interpolation=T.InterpolationMode(interpolation))]
     steps += policy_steps(img_size, mean, auto_augment, interpolation, augment_strength)

@@ -4,7 +4,7 @@ The rule: all data-parallel processes together take ``B = sqrt(I / 8)`` images a
 down to a power of two and at least :data:`MIN_BATCH`, where ``I`` is the number of images the
 budget will train, so the run takes ``I / B`` optimizer steps, about ``8 B``: batch and updates
 grow together, each as the square root of the budget (the rule of ``data.max_tokens=auto``,
-:mod:`nlp.batch_size`, in images). Each process takes ``B / world_size`` (a power of two, at
+:mod:`nlp.data.batch_size`, in images). Each process takes ``B / world_size`` (a power of two, at
 least 2), at most :data:`MAX_PER_PROCESS` (timm's default batch, and the CIFAR ViT recipe's of
 Lee et al. 2021) and at most its share of the training images. ``I`` is the smaller of
 ``max_epochs`` times the training images and, for ``max_time``, the measured pace (images per

@@ -25,7 +25,7 @@ TOLERANCE = 1e-4  # relative and absolute, on logits
 
 def metadata(classifier: ImageClassifier) -> dict[str, str]:
     """What a user of the exported file needs besides the network, as JSON strings: the
-    checkpoint's evaluation data config (the arguments of :func:`vision.transforms.eval_transform`)
+    checkpoint's evaluation data config (the arguments of :func:`vision.data.transforms.eval_transform`)
     and the class names in logit order."""
     return {
         "data_config": json.dumps(data_config(classifier)),

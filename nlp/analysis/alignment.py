@@ -21,9 +21,9 @@ from torch import Tensor
 
 from core import recorded_attention_weights
 from core.errors import InputError
-from nlp.heatmap import heatmap, save_figure
+from nlp.analysis.heatmap import heatmap, save_figure
 from nlp.module import TranslationModule
-from nlp.tokenizer import SubwordTokenizer
+from nlp.data.tokenizer import SubwordTokenizer
 
 
 @dataclass

@@ -7,7 +7,7 @@ from typing import Any
 
 from torchvision.datasets import FakeData
 
-from vision.datamodule import ImageDataModule, ImageSplits
+from vision.data.datamodule import ImageDataModule, ImageSplits
 
 
 class SyntheticDataModule(ImageDataModule):

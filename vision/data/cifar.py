@@ -21,7 +21,7 @@ from torch.utils.data import Dataset
 from torchvision import datasets
 
 from core.errors import InputError
-from vision.datamodule import ImageDataModule, ImageSplits
+from vision.data.datamodule import ImageDataModule, ImageSplits
 
 # The only globals a pickled numpy array refers to, across pickle protocols and numpy versions.
 SAFE_GLOBALS = {

@@ -66,7 +66,7 @@ class TranslationModule(pl.LightningModule):
         max_len_a: the default decoding limit's factor of the source length (fairseq's).
         max_len_b: the default decoding limit's added tokens.
         no_repeat_ngram_size: forbid decoding to repeat a subword n-gram of this size (0 = off);
-            4 cuts the loops of a model trained for minutes at little cost (README, Decoding).
+            4 cuts the loops of a model trained for minutes at little cost (docs/translation.md, Decoding settings).
     """
 
     throughput_unit = "tokens"

@@ -23,6 +23,7 @@ from core.constraints import (
 from core.errors import InputError
 from core.training.validation import Rule
 from vision.constraints import (
+    STEM,
     AUGMENT_ON,
     CROP,
     HOLDOUT,
@@ -42,6 +43,7 @@ RULES: tuple[Rule, ...] = (
     Rule(("model.pool",), POOL),
     Rule(("model.pos_embed",), POS_EMBED),
     Rule(("model.weight_init",), WEIGHT_INIT),
+    Rule(("model.stem",), STEM),
     Rule(("module.mixup_alpha", "module.cutmix_alpha"), or_auto(NON_NEGATIVE)),
     Rule(("module.warmup_epochs",), NON_NEGATIVE),
     Rule(("module.min_lr_ratio", "module.mixup_prob", "module.mixup_switch_prob"), PROBABILITY),

@@ -16,7 +16,8 @@ from torch import Tensor, nn
 
 from core import Encoder, sincos_2d
 from core.initialization import mimetic_init_
-from vision.constraints import WEIGHT_INIT, require_pool
+from vision.constraints import STEM, WEIGHT_INIT, require_pool
+from vision.model.conv_stem import ConvStem
 from vision.model.patch_embed import PatchEmbed
 from vision.model.timm_weights import convert_timm_state_dict, timm_config
 
@@ -55,6 +56,8 @@ class VisionTransformer(nn.Module):
         weight_init: ``timm`` (truncated normal, timm's default) or ``mimetic`` (the same, then
             each self-attention layer set by :func:`core.initialization.mimetic_init_`: a token
             starts by attending to its neighbours, as in trained ViTs).
+        stem: ``patch`` (Eq. 1's linear patch embedding; timm's) or ``conv`` (a convolutional stem
+            down to the same grid, :class:`vision.model.conv_stem.ConvStem`, Xiao et al. 2021).
     """
 
     def __init__(
@@ -78,16 +81,19 @@ class VisionTransformer(nn.Module):
         norm_eps: float = 1e-6,
         dynamic_img_size: bool = False,
         weight_init: str = "timm",
+        stem: str = "patch",
     ) -> None:
         super().__init__()
         require_pool(pool, pos_embed, class_token)
         WEIGHT_INIT.require(weight_init, "weight_init")
+        STEM.require(stem, "stem")
         self.weight_init = weight_init
         self.num_classes = num_classes
         self.pool = pool
         self.pos_embed_kind = pos_embed
         self.num_prefix_tokens = 1 if class_token else 0
-        self.patch_embed = PatchEmbed(img_size, patch_size, in_chans, dim, dynamic_img_size)
+        embedding = ConvStem if stem == "conv" else PatchEmbed
+        self.patch_embed = embedding(img_size, patch_size, in_chans, dim, dynamic_img_size)
         self.cls_token = nn.Parameter(torch.zeros(1, 1, dim)) if class_token else None
         num_positions = self.num_prefix_tokens + self.patch_embed.num_patches
         if pos_embed == "learned":

@@ -1,0 +1,57 @@
+"""A convolutional stem in place of the patch embedding (Xiao et al. 2021, "Early Convolutions
+Help Transformers See Better", Section 3): stride-2 3x3 convolutions, each followed by batch norm
+and ReLU, down to the patch grid, then a 1x1 convolution to the model width. For patch size P it
+has log2(P) stride-2 convolutions, so the tokens and the grid are those of the patch embedding;
+the width doubles at each convolution, ending at half the model width."""
+
+from __future__ import annotations
+
+import math
+
+from torch import Tensor, nn
+
+from vision.model.patch_embed import PatchEmbed
+
+
+def conv_bn_relu(in_chans: int, out_chans: int) -> nn.Sequential:
+    """A 3x3 stride-2 convolution (no bias: the norm has one), batch norm, ReLU."""
+    return nn.Sequential(
+        nn.Conv2d(in_chans, out_chans, kernel_size=3, stride=2, padding=1, bias=False),
+        nn.BatchNorm2d(out_chans),
+        nn.ReLU(inplace=True),
+    )
+
+
+class ConvStem(PatchEmbed):
+    """Tokens from log2(P) stride-2 convolutions and a 1x1 projection ``proj``; accepts the same
+    inputs as :class:`PatchEmbed` (same grid, same checks) and returns the same shapes.
+
+    Args: as :class:`PatchEmbed`; ``patch_size`` must be a power of two (at least 2).
+    """
+
+    def __init__(
+        self,
+        img_size: int | tuple[int, int],
+        patch_size: int,
+        in_chans: int,
+        dim: int,
+        dynamic_img_size: bool = False,
+    ) -> None:
+        super().__init__(img_size, patch_size, in_chans, dim, dynamic_img_size)
+        depth = int(math.log2(patch_size))
+        if patch_size < 2 or 2**depth != patch_size:
+            raise ValueError(
+                f"a convolutional stem needs a patch size that is a power of two (2, 4, 8, 16), got "
+                f"{patch_size}; set model.patch_size to one or use model.stem=patch"
+            )
+        # Widths double up to dim / 2 at the last convolution: 16 -> dim/4 -> dim/2 for P = 4.
+        widths = [max(dim // 2 ** (depth - i), 8) for i in range(depth)]
+        self.stem = nn.Sequential(*(conv_bn_relu(c_in, c_out) for c_in, c_out in zip([in_chans, *widths], widths)))
+        self.proj = nn.Conv2d(widths[-1], dim, kernel_size=1)
+
+    def forward(self, x: Tensor) -> tuple[Tensor, tuple[int, int]]:
+        """Images [B, C, H, W] -> tokens [B, N, D] in row-major order and the grid (H/P, W/P)."""
+        self.check_input(x)
+        x = self.proj(self.stem(x))  # (B, D, H/P, W/P)
+        grid = (x.shape[2], x.shape[3])
+        return x.flatten(2).transpose(1, 2), grid  # (B, N, D)

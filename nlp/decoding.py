@@ -85,11 +85,17 @@ def next_token_log_probs(
 
     ``<pad>`` and ``<s>`` are never generated, nor tokens that repeat an n-gram of size
     ``no_repeat_ngram_size`` (0 = any may); rows ``at_limit`` may only end (``</s>``, which a
-    live hypothesis has not generated, so it is never banned).
+    live hypothesis has not generated, so it is never banned). Scores that are not numbers (a
+    diverged model) are refused with an :class:`InputError`.
     """
     step_input = tokens if cache is None else tokens[:, -1:]
     logits = model.decode(step_input, memory, src_padding_mask, cache=cache)[:, -1].float()  # (B, V)
     log_probs = logits.log_softmax(dim=-1)
+    if log_probs.isnan().any():  # no ranking is possible, and beam search would end with no hypothesis
+        raise InputError(
+            f"the model gave scores that are not numbers (NaN) at decoding step {tokens.shape[1]}: its weights are not "
+            "finite or its outputs overflow; decode with a checkpoint saved before its training diverged, in float32"
+        )
     log_probs[:, [model.pad_id, model.bos_id]] = float("-inf")
     if no_repeat_ngram_size > 0:
         bans = repeated_ngram_bans(tokens[:, 1:], no_repeat_ngram_size, log_probs.shape[-1])

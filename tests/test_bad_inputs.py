@@ -63,6 +63,15 @@ CASES = {
     "vision.train truncated checkpoint to resume": Case(
         "vision.train", (*VISION_TRAIN, "ckpt_path={files}/truncated.ckpt"), "{files}/truncated.ckpt"
     ),
+    "vision.train resume into another width": Case(
+        "vision.train", (*VISION_TRAIN, "model.dim=64", "ckpt_path={files}/classifier.ckpt"), "model.dim is 32 there and 64 here"
+    ),
+    "vision.train resume from weights that are not finite": Case(
+        "vision.train", (*VISION_TRAIN, "ckpt_path={files}/nan_classifier.ckpt"), "{files}/nan_classifier.ckpt holds weights that are not finite"
+    ),
+    "vision.evaluate weights that are not finite": Case(
+        "vision.evaluate", ("ckpt_path={files}/nan_classifier.ckpt", "data=synthetic"), "{files}/nan_classifier.ckpt holds weights that are not finite"
+    ),
     # nlp.train
     "nlp.train corpus file missing": Case(
         "nlp.train", ("data=files", "data.train={files}/missing.tsv", "data.val={files}/missing.tsv"), "data.train"
@@ -82,6 +91,12 @@ CASES = {
         "{files}/tok.json",
     ),
     "nlp.train resume from a directory": Case("nlp.train", (*NLP_TRAIN, "ckpt_path={files}"), "ckpt_path={files}"),
+    "nlp.train resume from the other head's checkpoint": Case(
+        "nlp.train", (*NLP_TRAIN, "ckpt_path={files}/classifier.ckpt"), "was written by another kind of model"
+    ),
+    "nlp.evaluate weights that are not finite": Case(
+        "nlp.evaluate", ("ckpt_path={files}/nan_translator.ckpt", "data=toy"), "{files}/nan_translator.ckpt holds weights that are not finite"
+    ),
     # vision.predict: checkpoints and images.
     "vision.predict checkpoint missing": Case(
         "vision.predict", ("{files}/missing.ckpt", "{files}/image.png"), "{files}/missing.ckpt"
@@ -95,6 +110,9 @@ CASES = {
     "vision.predict empty checkpoint": Case("vision.predict", ("{files}/empty.ckpt", "{files}/image.png"), "{files}/empty.ckpt"),
     "vision.predict translation checkpoint": Case(
         "vision.predict", ("{files}/translator.ckpt", "{files}/image.png"), "{files}/translator.ckpt"
+    ),
+    "vision.predict weights that are not finite": Case(
+        "vision.predict", ("{files}/nan_classifier.ckpt", "{files}/image.png"), "{files}/nan_classifier.ckpt holds weights that are not finite"
     ),
     "vision.predict corrupt png": Case("vision.predict", ("{files}/classifier.ckpt", "{files}/corrupt.png"), "{files}/corrupt.png"),
     "vision.predict text file as image": Case(
@@ -110,6 +128,9 @@ CASES = {
     # nlp.translate
     "nlp.translate vision checkpoint": Case("nlp.translate", ("{files}/classifier.ckpt", "--text", "ein Haus"), "{files}/classifier.ckpt"),
     "nlp.translate truncated checkpoint": Case("nlp.translate", ("{files}/truncated.ckpt", "--text", "ein Haus"), "{files}/truncated.ckpt"),
+    "nlp.translate weights that are not finite": Case(
+        "nlp.translate", ("{files}/nan_translator.ckpt", "--text", "ein Haus"), "{files}/nan_translator.ckpt holds weights that are not finite"
+    ),
     "nlp.translate beam 0": Case("nlp.translate", ("{files}/translator.ckpt", "--beam", "0"), "--beam"),
     "nlp.translate max-len beyond the model": Case(
         "nlp.translate", ("{files}/translator.ckpt", "--max-len", "100000", "--text", "ein Haus"), "--max-len"
@@ -133,6 +154,10 @@ def files(tmp_path_factory: pytest.TempPathFactory) -> Path:
         tokenizer=tokenizer.to_json(),
     )
     torch.save({"hyper_parameters": dict(translator.hparams), "state_dict": translator.state_dict()}, folder / "translator.ckpt")
+    for name in ("classifier", "translator"):  # as a run that diverged leaves them
+        checkpoint = torch.load(folder / f"{name}.ckpt", weights_only=True)
+        checkpoint["state_dict"][next(iter(checkpoint["state_dict"]))].view(-1)[0] = float("nan")
+        torch.save(checkpoint, folder / f"nan_{name}.ckpt")
     whole = classifier.read_bytes()
     (folder / "truncated.ckpt").write_bytes(whole[: len(whole) // 2])
     (folder / "garbage.ckpt").write_bytes(os.urandom(4096))
@@ -164,7 +189,7 @@ def test_bad_input_ends_in_one_error_line(
 ) -> None:
     case = CASES[name]
     args = [arg.format(files=files) for arg in case.args]
-    if case.command.endswith(".train"):
+    if case.command in HYDRA:
         args.append(f"hydra.run.dir={tmp_path / 'run'}")
     status = run_command(case.command, args, monkeypatch)
     stderr = capsys.readouterr().err

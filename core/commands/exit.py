@@ -1,7 +1,8 @@
 """The error convention of every command: bad input ends in one line and status 2.
 
 Bad input raises :class:`core.errors.InputError`; commands print it as one line
-``error: <what, where, the fix>`` on stderr and exit with status 2, without a traceback. The full
+``error: <what, where, the fix>`` on stderr and exit with status 2, without a traceback (a
+training run that diverged, :class:`core.errors.TrainingDiverged`, likewise with status 3). The full
 traceback comes back with ``--debug`` (argparse commands) or ``HYDRA_FULL_ERROR=1`` (all
 commands). Any other exception is a bug and keeps its traceback.
 """
@@ -19,6 +20,7 @@ from core.errors import InputError
 T = TypeVar("T")
 
 EXIT_INPUT_ERROR = 2
+EXIT_DIVERGED = 3
 
 
 def full_traceback_wanted(argv: list[str] | None = None) -> bool:
@@ -27,10 +29,10 @@ def full_traceback_wanted(argv: list[str] | None = None) -> bool:
     return os.environ.get("HYDRA_FULL_ERROR") == "1" or "--debug" in args
 
 
-def fail(message: str) -> NoReturn:
-    """Print ``error: message`` (one line) on stderr and exit with status 2."""
+def fail(message: str, status: int = EXIT_INPUT_ERROR) -> NoReturn:
+    """Print ``error: message`` (one line) on stderr and exit with ``status`` (2: bad input)."""
     print(f"error: {' '.join(str(message).split())}", file=sys.stderr, flush=True)
-    raise SystemExit(EXIT_INPUT_ERROR)
+    raise SystemExit(status)
 
 
 def command(main: Callable[..., T]) -> Callable[..., T]:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import inspect
 import pickle
 import warnings
 from pathlib import Path
@@ -57,7 +58,7 @@ def load_checkpoint(path: str | Path, map_location: str | torch.device = "cpu") 
 
 def load_module(module_class: type[ModuleT], path: str | Path, map_location: str | torch.device = "cpu") -> ModuleT:
     """Rebuild a module from a Lightning checkpoint: ``module_class(**hyper_parameters)``, then
-    its ``state_dict``; returned in eval mode."""
+    its ``state_dict``; returned in eval mode. Weights that are not finite are refused."""
     checkpoint = load_checkpoint(path, map_location)
     missing = {"hyper_parameters", "state_dict"} - checkpoint.keys()
     if missing:
@@ -65,6 +66,7 @@ def load_module(module_class: type[ModuleT], path: str | Path, map_location: str
             f"checkpoint {path} lacks {sorted(missing)}; pass a checkpoint written by a training run "
             "(checkpoints/last.ckpt or the best one)"
         )
+    require_finite_weights(checkpoint, path)
     try:
         module = module_class(**checkpoint["hyper_parameters"])
         module.load_state_dict(checkpoint["state_dict"])
@@ -74,3 +76,73 @@ def load_module(module_class: type[ModuleT], path: str | Path, map_location: str
             f"this kind of model ({str(error).splitlines()[0]})"
         ) from None
     return module.eval()
+
+
+def require_finite_weights(checkpoint: dict[str, Any], path: str | Path) -> None:
+    """Refuse a checkpoint whose weights hold NaN or inf: it was saved after its run diverged, and
+    everything computed from it would be NaN."""
+    state = checkpoint.get("state_dict") or {}
+    weights = {name: value for name, value in state.items() if isinstance(value, torch.Tensor) and value.is_floating_point()}
+    broken = [name for name, value in weights.items() if not bool(value.isfinite().all())]
+    if broken:
+        raise InputError(
+            f"checkpoint {path} holds weights that are not finite (NaN or inf in {len(broken)} of {len(weights)} "
+            f"tensors, e.g. {broken[0]}): it was saved after its training diverged; use an earlier checkpoint of "
+            "that run, or train again with a lower module.lr"
+        )
+
+
+UNSET = object()
+
+
+def shown(value: Any) -> str:
+    """A setting's value in an error line, cut to a readable length."""
+    text = "unset" if value is UNSET else repr(value) if isinstance(value, str) else str(value)
+    return text if len(text) <= 40 else text[:37] + "..."
+
+
+def require_fit(checkpoint: dict[str, Any], path: str | Path, module: nn.Module, model: dict[str, Any]) -> None:
+    """Refuse to resume ``module`` (built from the settings ``model``) from a checkpoint whose
+    weights do not fit it, naming what differs: the kind of module, else each ``model`` setting
+    that differs from the checkpoint's ``hyper_parameters['model']``, else the first weight."""
+    saved = checkpoint.get("state_dict") or {}
+    wanted = module.state_dict()
+    unfit = sorted(saved.keys() ^ wanted.keys()) + sorted(
+        name for name in saved.keys() & wanted.keys() if getattr(saved[name], "shape", None) != getattr(wanted[name], "shape", None)
+    )
+    if not unfit:
+        return
+    kind = type(module).__name__
+    fix = "or train without ckpt_path"
+    hparams = checkpoint.get("hyper_parameters") or {}
+    own = set(getattr(module, "hparams", {}))
+    if own and set(hparams) != own:
+        foreign = sorted(set(hparams) - own)
+        listed = ", ".join(foreign[:5]) + (", ..." if len(foreign) > 5 else "")
+        raise InputError(
+            f"checkpoint {path} was written by another kind of model than this run's {kind} (settings it has and "
+            f"a {kind} has not: {listed or 'none'}); resume from a checkpoint of a run of this command {fix}"
+        )
+    # A setting a checkpoint does not record was the network class's default when it was written.
+    network = getattr(module, "net", module)
+    defaults = {
+        name: parameter.default
+        for name, parameter in inspect.signature(type(network)).parameters.items()
+        if parameter.default is not inspect.Parameter.empty
+    }
+    written = {**defaults, **(hparams.get("model") if isinstance(hparams.get("model"), dict) else {})}
+    model = {**defaults, **model}
+    keys = [*model, *(key for key in written if key not in model)]  # in the config's order
+    differing = [key for key in keys if written.get(key, UNSET) != model.get(key, UNSET)]
+    if differing:
+        details = ", ".join(f"model.{key} is {shown(written.get(key, UNSET))} there and {shown(model.get(key, UNSET))} here" for key in differing)
+        settings = " ".join(f"model.{key}={shown(written[key])}" for key in differing if key in written)
+        raise InputError(f"checkpoint {path} does not fit this run's model: {details}; resume with the checkpoint's settings ({settings}) {fix}")
+    name = unfit[0]
+    there = tuple(saved[name].shape) if name in saved else "absent"
+    here = tuple(wanted[name].shape) if name in wanted else "absent"
+    raise InputError(
+        f"checkpoint {path} does not fit this run's model although the model settings agree: its weight {name} is "
+        f"{there} there and {here} here ({len(unfit)} weights differ), so the data's classes or vocabulary differ from "
+        f"the run that wrote it; resume with that run's data settings {fix}"
+    )

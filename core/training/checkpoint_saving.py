@@ -10,6 +10,9 @@ one file system: a reader sees the previous checkpoint or the new one, never hal
 :func:`periodic_last_checkpoint` adds the second half of "lose at most a set interval": the
 epoch-end ``last.ckpt`` is also rewritten every few minutes or steps, so a run killed in the
 middle of a long epoch resumes from there (``ckpt_path=.../checkpoints/last.ckpt``).
+
+:class:`BestCheckpoint` keeps the best checkpoint by the optimized metric and never takes a value
+that is not finite for a candidate.
 """
 
 from __future__ import annotations
@@ -17,10 +20,12 @@ from __future__ import annotations
 from datetime import timedelta
 from typing import Any
 
+import lightning.pytorch as pl
 import torch
 from lightning.fabric.utilities.types import _PATH
 from lightning.pytorch.callbacks import ModelCheckpoint
 from lightning.pytorch.plugins.io import TorchCheckpointIO
+from torch import Tensor
 
 from core.files.atomic import atomic_path
 from core.errors import InputError
@@ -37,6 +42,19 @@ class AtomicCheckpointIO(TorchCheckpointIO):
             return
         with atomic_path(path) as temporary, temporary.open("wb") as file:
             torch.save(checkpoint, file)
+
+
+class BestCheckpoint(ModelCheckpoint):
+    """A ``ModelCheckpoint`` for which a monitored value that is not finite (NaN, inf) is never a
+    candidate. Lightning's own keeps the first value it sees (it files NaN as the worst score), so
+    a run whose validations gave NaN would keep such a checkpoint as its best and test it."""
+
+    def check_monitor_top_k(self, trainer: pl.Trainer, current: Tensor | None = None) -> bool:
+        if current is not None:
+            finite = bool(torch.isfinite(torch.as_tensor(current)).all())
+            if not trainer.strategy.reduce_boolean_decision(finite, all=True):  # the same answer on every rank
+                return False
+        return super().check_monitor_top_k(trainer, current)
 
 
 def periodic_last_checkpoint(

@@ -11,8 +11,8 @@ from datetime import datetime
 from collections.abc import Callable
 from typing import Any, TypeVar
 
-from core.commands.exit import fail, full_traceback_wanted
-from core.errors import InputError
+from core.commands.exit import EXIT_DIVERGED, fail, full_traceback_wanted
+from core.errors import InputError, TrainingDiverged
 
 T = TypeVar("T")
 
@@ -32,11 +32,24 @@ def launch_stamp() -> str:
     return datetime.now().strftime("%Y-%m-%d_%H-%M-%S")
 
 
-def hydra_app(config_name: str) -> Callable[[Callable[[Any], T]], Callable[[], T | None]]:
-    """Like ``@hydra.main(version_base="1.3", config_path="../conf", config_name=...)``, with the
+def in_sweep() -> bool:
+    """Whether this process runs one job of a Hydra multirun (``-m``, ``hparams_search=...``)."""
+    from hydra.core.hydra_config import HydraConfig
+    from hydra.types import RunMode
+
+    return HydraConfig.initialized() and HydraConfig.get().mode == RunMode.MULTIRUN
+
+
+def hydra_app(config_name: str, config_path: str, command: str) -> Callable[[Callable[[Any], T]], Callable[[], T | None]]:
+    """Like ``@hydra.main(version_base="1.3", config_path=..., config_name=...)``, with the
     error convention: an :class:`InputError` from the task and Hydra's own errors about the
     command line (unknown key, bad override, missing config) end in one ``error:`` line and
-    status 2; ``HYDRA_FULL_ERROR=1`` shows the traceback instead."""
+    status 2, a :class:`TrainingDiverged` in one line and status 3; ``HYDRA_FULL_ERROR=1`` shows
+    the traceback instead.
+
+    ``command`` is the module of the command (``vision.train``): Hydra names the job, and so the
+    run's log file (``train.log``), after the module of the task function, which is built
+    elsewhere (:mod:`core.training.apps`) and takes the command's name."""
     import hydra
     from hydra.errors import HydraException, InstantiationException, MissingConfigException
     from omegaconf.errors import OmegaConfBaseException
@@ -47,6 +60,7 @@ def hydra_app(config_name: str) -> Callable[[Callable[[Any], T]], Callable[[], T
     OmegaConf.register_new_resolver("launch_stamp", launch_stamp, replace=True)  # hydra.run.dir of the train configs
 
     def decorate(task: Callable[[Any], T]) -> Callable[[], T | None]:
+        task.__module__ = command
         started: list[bool] = []
 
         @functools.wraps(task)
@@ -59,6 +73,10 @@ def hydra_app(config_name: str) -> Callable[[Callable[[Any], T]], Callable[[], T
                 if user_wants_traceback:
                     raise
                 fail(str(error))
+            except TrainingDiverged as error:
+                if user_wants_traceback or in_sweep():
+                    raise  # a sweep's trial: the sweeper records it as failed (Optuna's search goes on)
+                fail(str(error), EXIT_DIVERGED)
             except InstantiationException as error:  # a class built from the config refused its arguments
                 cause = error.__cause__
                 if user_wants_traceback or not isinstance(cause, (InputError, FileNotFoundError, ValueError)):
@@ -69,7 +87,7 @@ def hydra_app(config_name: str) -> Callable[[Callable[[Any], T]], Callable[[], T
                 entry = re.search(r"full_key: (\S+)", str(error))
                 fail(f"{cause} ({'config entry ' + entry.group(1) if entry else 'a config value'}); fix it on the command line")
 
-        app = hydra.main(version_base="1.3", config_path="../conf", config_name=config_name)(guarded_task)
+        app = hydra.main(version_base="1.3", config_path=config_path, config_name=config_name)(guarded_task)
 
         @functools.wraps(task)
         def main() -> T | None:
@@ -83,6 +101,8 @@ def hydra_app(config_name: str) -> Callable[[Callable[[Any], T]], Callable[[], T
             except MissingConfigException as error:
                 options = f"; choose one of: {', '.join(error.options)}" if error.options else ""
                 fail(f"{str(error).splitlines()[0]}{options}")
+            except TrainingDiverged as error:  # a diverged job ended Hydra's basic sweep
+                fail(str(error), EXIT_DIVERGED)
             except (HydraException, OmegaConfBaseException) as error:
                 cause = error.__cause__ or error.__context__
                 detail = f" ({str(cause).splitlines()[0]})" if isinstance(cause, OmegaConfBaseException) else ""

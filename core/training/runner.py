@@ -1,7 +1,9 @@
 """The one training routine both heads run: config -> datamodule -> module -> Trainer -> metrics.
 
-``vision.train`` and ``nlp.train`` are Hydra entry points that call :func:`train` with their
-composed config. Lightning and Hydra are imported here, not by ``import core``.
+Every head's ``train`` command (:func:`core.training.apps.training_app`) calls :func:`train` with
+its composed config; what the runner uses of the head's datamodule and module is the contract of
+:mod:`core.training.head`, checked when they are built. Lightning and Hydra are imported here,
+not by ``import core``.
 """
 
 from __future__ import annotations
@@ -22,10 +24,11 @@ from omegaconf import DictConfig, OmegaConf
 
 from core.files.atomic import atomic_path
 from core.training.budget import TrainingBudget
-from core.files.checkpoints import load_checkpoint
+from core.files.checkpoints import load_checkpoint, require_finite_weights, require_fit
 from core.training.checkpoint_saving import AtomicCheckpointIO
-from core.errors import InputError
+from core.errors import InputError, TrainingDiverged
 from core.training.faults import PreemptionCheckpoint, fit_or_preempt, run_directory_claimed
+from core.training.head import HeadData, HeadModule, require_members
 from core.training.validation import validate_config
 
 log = logging.getLogger(__name__)
@@ -82,8 +85,12 @@ def scalar_metrics(metrics: dict[str, Any]) -> dict[str, float]:
 def best_checkpoint(trainer: pl.Trainer, metric: str) -> str:
     """The path of the best checkpoint by ``metric`` (the config's ``optimized_metric``), or ""
     when no checkpoint callback monitors it or none was saved. Other monitored checkpoints (e.g.
-    the recent ones, monitoring ``step``) are not candidates."""
-    paths = (c.best_model_path for c in trainer.checkpoint_callbacks if getattr(c, "monitor", None) == metric)
+    the recent ones, monitoring ``step``) are not candidates, nor a best whose score is NaN or inf."""
+    paths = (
+        c.best_model_path
+        for c in trainer.checkpoint_callbacks
+        if getattr(c, "monitor", None) == metric and c.best_model_score is not None and bool(torch.isfinite(c.best_model_score))
+    )
     return next((path for path in paths if path), "")
 
 
@@ -126,7 +133,8 @@ def train(cfg: DictConfig) -> float | None:
     validate_config(cfg)
     ckpt_path = cfg.get("ckpt_path")
     if ckpt_path:
-        load_checkpoint(ckpt_path)  # refuses a checkpoint that is not plain data, with a clear error
+        # Refuses a checkpoint that is not plain data, or whose weights are not finite, with a clear error.
+        require_finite_weights(load_checkpoint(ckpt_path), ckpt_path)
     output_dir = Path(cfg.paths.output_dir)
     with run_directory_claimed(output_dir):  # one run at a time in a directory
         return fit_and_test(cfg, output_dir, ckpt_path)
@@ -147,17 +155,27 @@ def fit_and_test(cfg: DictConfig, output_dir: Path, ckpt_path: str | None) -> fl
         _convert_="all",  # plain dicts for Lightning, e.g. trainer.max_time={minutes: 10}
     )
     datamodule: pl.LightningDataModule = instantiate(cfg.data, _convert_="all")
+    require_members(datamodule, HeadData, f"data._target_={cfg.data._target_}")
     prepare_once(datamodule, cfg.data)
     datamodule.setup("fit")
     module: pl.LightningModule = instantiate(
         cfg.module, model=model_kwargs(cfg), **datamodule.module_kwargs(), _convert_="all"
     )
+    require_members(module, HeadModule, f"module._target_={cfg.module._target_}")
     check_model_target(cfg, module.net)
+    if ckpt_path:
+        require_fit(load_checkpoint(ckpt_path), ckpt_path, module, model_kwargs(cfg))  # before Lightning's long shape error
     if cfg.get("compile"):
         module.net.compile(**(cfg.get("compile_options") or {}))  # in place: state-dict keys unchanged
 
     start = time.perf_counter()
-    fit_or_preempt(trainer, preemption, model=module, datamodule=datamodule, ckpt_path=ckpt_path, weights_only=True)
+    try:
+        fit_or_preempt(trainer, preemption, model=module, datamodule=datamodule, ckpt_path=ckpt_path, weights_only=True)
+    except TrainingDiverged as diverged:  # no test of diverged weights: the run says so and names its last good checkpoint
+        if trainer.is_global_zero:
+            record = {"fit_seconds": time.perf_counter() - start, "optimizer_steps": trainer.global_step}
+            write_json_atomically(output_dir / "metrics.json", {**record, **diverged.metrics()})
+        raise
     metrics = scalar_metrics(trainer.callback_metrics)
     metrics["fit_seconds"] = time.perf_counter() - start
     metrics["optimizer_steps"] = trainer.global_step

@@ -3,12 +3,14 @@ torch imported.
 
 :func:`validate_config` applies :data:`RULES` and :data:`RELATIONS` (the keys every training
 config has: seed, trainer, budget, callbacks, the shared model and module keys) and the rules of
-the config's head: the module ``<head>.config_rules`` of the package that ``model._target_``
-names (``nlp.config_rules``, ``vision.config_rules``), with its own ``RULES`` and ``RELATIONS``. A
-rule names config keys and the check their values must pass; it applies to the keys the config
-has. The checks are the objects the constructors use (``core.constraints``,
-``<head>.constraints``), so each rule is stated once. The first broken rule raises
-:class:`core.errors.InputError` naming the key, the value and the fix.
+the config's head: the module its top-level key ``config_rules`` names (``config_rules:
+vision.config_rules`` in ``conf/vision.yaml`` and ``conf/vision_eval.yaml``), with its own
+``RULES`` and ``RELATIONS``; a config without the key (or with ``null``) gets the shared rules
+only. The key lives in the config, not in the command, so that a config composed in a test or a
+script is checked as the command checks it. A rule names config keys and the check their values
+must pass; it applies to the keys the config has. The checks are the objects the constructors
+use (``core.constraints``, ``<head>.constraints``), so each rule is stated once. The first broken
+rule raises :class:`core.errors.InputError` naming the key, the value and the fix.
 
 ``trainer.precision`` is left to Lightning, which refuses an unknown value when the Trainer is
 built, before any data is prepared (``core.training.runner``).
@@ -27,6 +29,7 @@ from typing import Any
 from omegaconf import DictConfig, OmegaConf
 
 from core.constraints import (
+    ABOVE_ONE,
     ACTIVATION,
     FRACTION,
     NON_NEGATIVE,
@@ -78,6 +81,9 @@ RULES: tuple[Rule, ...] = (
     Rule(("callbacks.periodic_checkpoint.every_n_minutes",), optional(POSITIVE)),
     Rule(("callbacks.progress_bar.every_n_seconds",), NON_NEGATIVE),
     Rule(("callbacks.periodic_checkpoint.every_n_train_steps",), optional(POSITIVE_INT)),
+    Rule(("callbacks.divergence.max_rewinds",), NON_NEGATIVE_INT),
+    Rule(("callbacks.divergence.every_n_steps", "callbacks.divergence.window"), POSITIVE_INT),
+    Rule(("callbacks.divergence.spike_factor",), optional(ABOVE_ONE)),
     Rule(("module.lr",), POSITIVE),
     Rule(("module.weight_decay",), NON_NEGATIVE),
     Rule(("module.label_smoothing",), FRACTION),
@@ -133,15 +139,19 @@ RELATIONS: tuple[Callable[[DictConfig], None], ...] = (head_width, resume_checkp
 
 
 def head_rules(cfg: DictConfig) -> ModuleType | None:
-    """``<head>.config_rules`` for the package of ``model._target_``, None when it has none."""
-    target = OmegaConf.select(cfg, "model._target_") or OmegaConf.select(cfg, "data._target_") or ""
-    name = f"{str(target).split('.')[0]}.config_rules"
+    """The module the config's ``config_rules`` names, None when it names none."""
+    name = cfg.get("config_rules")
+    if not name:
+        return None
     try:
-        return importlib.import_module(name)
+        return importlib.import_module(str(name))
     except ModuleNotFoundError as error:
-        if error.name in (name, name.split(".")[0]):
-            return None
-        raise
+        if error.name is None or not f"{name}.".startswith(f"{error.name}."):
+            raise  # the rules module exists and imports something missing: a bug, not bad input
+        raise InputError(
+            f"config_rules={name}: no module {error.name}; name the module of the head's RULES and RELATIONS "
+            "(e.g. config_rules=vision.config_rules)"
+        ) from None
 
 
 def validate_config(cfg: DictConfig) -> None:

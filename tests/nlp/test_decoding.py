@@ -243,3 +243,12 @@ def test_repetition_rate_counts_sentences_that_repeat_a_word_4gram() -> None:
     assert repetition_rate(sentences) == 0.5
     assert repetition_rate(sentences, n=3) == 0.75
     assert repetition_rate([]) == 0.0
+
+
+@pytest.mark.parametrize("beam", [0, 4])
+def test_a_model_giving_nan_scores_is_one_clear_error(sources: torch.Tensor, beam: int) -> None:
+    diverged = tiny_model(vocab_size=40, seed=0)
+    with torch.no_grad():
+        diverged.output.weight[7, 0] = float("nan")  # as a run that diverged leaves its weights
+    with pytest.raises(InputError, match="the model gave scores that are not numbers .* at decoding step 1: its weights"):
+        decode(diverged, sources, beam)

@@ -11,6 +11,7 @@ import torch
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+os.environ.setdefault("WANDB_MODE", "offline")  # logger=wandb and many_loggers never contact W&B
 os.environ.setdefault("MPLBACKEND", "Agg")
 # Prepared translation data goes to a fresh directory per test session, not the user's cache.
 os.environ.setdefault("TRANSFORMER_TOOLKIT_CACHE", tempfile.mkdtemp(prefix="transformer-toolkit-cache-"))

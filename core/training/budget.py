@@ -111,12 +111,13 @@ class TrainingBudget(pl.Callback):
             if isinstance(config.scheduler, LambdaLR)
             and any(isinstance(schedule, BudgetedSchedule) for schedule in config.scheduler.lr_lambdas)
         ]
-        self.schedules = [
-            schedule
+        # LambdaLR repeats one schedule object for every parameter group: plan (and note) each once.
+        self.schedules = list({
+            id(schedule): schedule
             for scheduler in self.schedulers
             for schedule in scheduler.lr_lambdas
             if isinstance(schedule, BudgetedSchedule)
-        ]
+        }.values())
         self.timer = wall_clock_timer(trainer)
         self.start_step, self.start_time, self.timing = trainer.global_step, time.monotonic(), False
         self.plan = None

@@ -43,7 +43,7 @@ def test_a_second_run_on_a_directory_in_use_is_refused(tmp_path: Path) -> None:
             train(tiny_config(tmp_path, "trainer.max_steps=1"))
     finally:
         holder.kill()
-        holder.wait()
+        holder.communicate()  # reaps it and closes the pipe
     train(tiny_config(tmp_path, "trainer.max_steps=1"))  # free again: the run goes ahead
     assert (tmp_path / "metrics.json").is_file()
 

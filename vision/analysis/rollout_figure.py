@@ -34,16 +34,17 @@ def draw(image: Tensor, rollout: Tensor, layers: list[Tensor], title: str, out: 
     axes = figure.subplots(rows, columns, squeeze=False)
     for axis in axes.flat:
         axis.axis("off")
-    axes[0, 0].imshow(image)
+    # numpy arrays, not tensors: matplotlib asks for a copy-free array, which Tensor.__array__ cannot promise
+    axes[0, 0].imshow(image.numpy())
     axes[0, 0].set_title("input")
-    axes[0, 1].imshow(image)
-    axes[0, 1].imshow(upsample(rollout, size), cmap="jet", alpha=0.5)
+    axes[0, 1].imshow(image.numpy())
+    axes[0, 1].imshow(upsample(rollout, size).numpy(), cmap="jet", alpha=0.5)
     axes[0, 1].set_title("attention rollout")
-    axes[0, 2].imshow(rollout.cpu(), cmap="viridis")
+    axes[0, 2].imshow(rollout.float().cpu().numpy(), cmap="viridis")
     axes[0, 2].set_title("rollout (patch grid)")
     for index, layer_map in enumerate(layers):
         axis = axes[1 + index // columns, index % columns]
-        axis.imshow(layer_map.cpu(), cmap="viridis")
+        axis.imshow(layer_map.float().cpu().numpy(), cmap="viridis")
         axis.set_title(f"layer {index + 1}")
     figure.suptitle(title)
     out.parent.mkdir(parents=True, exist_ok=True)

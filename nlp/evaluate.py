@@ -7,22 +7,13 @@ detokenized beam-search output with their sacreBLEU signatures (``{split}/bleu_s
 ``module.length_penalty``, ``module.no_repeat_ngram_size``, ``module.max_len_a`` and
 ``module.max_len_b`` override the checkpoint's decoding settings. Sentences are encoded with the
 checkpoint's tokenizer and ``max_len``; without ``data=`` the training run's data is used.
+Returns the split's BLEU for sweeps (:func:`core.training.apps.evaluation_app`).
 """
 
-from __future__ import annotations
+from core.training.apps import evaluation_app
+from nlp.head import HEAD
 
-from omegaconf import DictConfig
-
-from core.training.hydra_app import hydra_app
-
-
-@hydra_app("nlp_eval")
-def main(cfg: DictConfig) -> float:
-    """Evaluate the checkpoint; returns the split's BLEU (for sweeps)."""
-    from nlp.analysis.sacrebleu_report import evaluate_translator  # Lightning and the model load after the config is read
-
-    return float(evaluate_translator(cfg)[f"{cfg.split}/bleu"])
-
+main = evaluation_app(HEAD)
 
 if __name__ == "__main__":
     main()

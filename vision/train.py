@@ -1,21 +1,13 @@
-"""``python -m vision.train [overrides]``: train a Vision Transformer (config ``conf/vision.yaml``)."""
+"""``python -m vision.train [overrides]``: train a Vision Transformer (config ``conf/vision.yaml``).
 
-from __future__ import annotations
+Writes checkpoints and ``metrics.json`` to the Hydra run directory; returns ``optimized_metric``
+for sweeps (:func:`core.training.apps.training_app`).
+"""
 
-from omegaconf import DictConfig
+from core.training.apps import training_app
+from vision.head import HEAD
 
-from core.training.hydra_app import hydra_app
-from core.training.validation import validate_config
-
-
-@hydra_app("vision")
-def main(cfg: DictConfig) -> float | None:
-    """Train and test with the composed config; returns ``optimized_metric`` for sweeps."""
-    validate_config(cfg)  # a refused value costs no import of Lightning or the head's models
-    from core.training.runner import train
-
-    return train(cfg)
-
+main = training_app(HEAD)
 
 if __name__ == "__main__":
     main()

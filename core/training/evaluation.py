@@ -2,9 +2,11 @@
 Trainer -> ``metrics.json``) with the module read from the checkpoint and ``fit`` left out, as
 lightning-hydra-template's ``eval.py``.
 
-``vision.evaluate`` and ``nlp.evaluate`` load their module and call :func:`evaluate` with what
-only the head knows: the data settings the checkpoint fixes (preprocessing, tokenizer) and
-reports that add entries to ``metrics.json`` (a confusion matrix, sacreBLEU signatures).
+The evaluate command of every head (:func:`core.training.apps.evaluation_app`) runs
+:func:`evaluate_checkpoint`, which loads the module as the head's :class:`~core.training.head.Head`
+says and calls :func:`evaluate` with what only the head knows: the data settings the checkpoint
+fixes (preprocessing, tokenizer) and reports that add entries to ``metrics.json`` (a confusion
+matrix, sacreBLEU signatures).
 """
 
 from __future__ import annotations
@@ -15,11 +17,12 @@ from pathlib import Path
 from typing import Any
 
 import lightning.pytorch as pl
-from hydra.utils import instantiate
+from hydra.utils import get_method, instantiate
 from lightning.pytorch.callbacks import Callback
 from omegaconf import DictConfig, OmegaConf, open_dict
 
 from core.errors import InputError
+from core.training.head import EvaluationSplits, Head, HeadData, HeadModule, require_members
 from core.training.runner import build_list, prepare_once, scalar_metrics, write_json_atomically
 from core.training.validation import validate_config
 
@@ -123,12 +126,15 @@ def evaluate(
     pl.seed_everything(cfg.seed, workers=True)
 
     datamodule: pl.LightningDataModule = instantiate(cfg.data, _convert_="all")
+    require_members(datamodule, HeadData, f"data._target_={cfg.data._target_}")
     prepare_once(datamodule, cfg.data)
     datamodule.setup("test")
     check_data_fits(datamodule, module)
     # A datamodule whose training loader augments offers the plain split through evaluation_dataloader.
-    evaluation_dataloader = getattr(datamodule, "evaluation_dataloader", None)
-    loader = evaluation_dataloader(split) if evaluation_dataloader else getattr(datamodule, f"{split}_dataloader")()
+    if isinstance(datamodule, EvaluationSplits):
+        loader = datamodule.evaluation_dataloader(split)
+    else:
+        loader = getattr(datamodule, f"{split}_dataloader")()
 
     trainer: pl.Trainer = instantiate(
         cfg.trainer,
@@ -147,3 +153,16 @@ def evaluate(
         write_json_atomically(output_dir / "metrics.json", metrics)
         log.info("metrics written to %s", output_dir / "metrics.json")
     return metrics
+
+
+def evaluate_checkpoint(cfg: DictConfig, head: Head) -> Metrics:
+    """Evaluate the checkpoint ``cfg.ckpt_path`` of ``head`` as ``cfg`` says (:func:`evaluate`):
+    the module is read by ``head.load_checkpoint``, the data takes ``head.checkpoint_data`` and
+    the reports of ``head.evaluation_reports``. Returns what ``metrics.json`` holds."""
+    path = checkpoint_path(cfg)
+    module = get_method(head.load_checkpoint)(path)
+    require_members(module, HeadModule, f"{head.load_checkpoint}({path})")
+    output_dir = Path(cfg.paths.output_dir)
+    data = get_method(head.checkpoint_data)(module, output_dir) if head.checkpoint_data else {}
+    reports = get_method(head.evaluation_reports)(module) if head.evaluation_reports else []
+    return evaluate(cfg, module, data, reports)

@@ -23,7 +23,6 @@ choice is logged, and kept in checkpoints so that a resumed run batches as the i
 
 from __future__ import annotations
 
-import logging
 import math
 from collections.abc import Callable
 from typing import Any
@@ -32,11 +31,9 @@ import lightning.pytorch as pl
 import numpy as np
 import torch
 
-from core.training.pace import run_budget
+from core.training.batch_rule import BatchRule, choose_batch
 from core.training.pace import measure_pace as pace_of
 from nlp.data.batching import token_budget_batches
-
-log = logging.getLogger(__name__)
 
 MIN_TOKENS = 1024
 MAX_TOKENS = 32768
@@ -52,6 +49,19 @@ def tokens_for_budget(budget_tokens: float) -> int:
     """``sqrt(budget_tokens / STEPS_PER_TOKEN)``, rounded down to a multiple of 64, within the bounds."""
     tokens = int(math.sqrt(max(budget_tokens, 0.0) / STEPS_PER_TOKEN)) // MULTIPLE * MULTIPLE
     return min(MAX_TOKENS, max(MIN_TOKENS, tokens))
+
+
+RULE = BatchRule(
+    setting="data.max_tokens",
+    unit="tokens",
+    probe=PROBE_TOKENS,
+    for_budget=tokens_for_budget,
+    steps_only=STEPS_ONLY_TOKENS,
+    formula=lambda tokens, sources: (
+        f"max({MIN_TOKENS}, sqrt({tokens:,.0f} tokens the budget trains / {STEPS_PER_TOKEN}): {sources})"
+    ),
+    pace_words=lambda pace, probed: f"{pace:,.0f} tokens/s (measured on {probed}-token batches)",
+)
 
 
 def measure_pace(module: Any, trainer: pl.Trainer, batch: Batch) -> float:
@@ -74,23 +84,11 @@ def auto_max_tokens(
     lengths: np.ndarray,
     make_batch: Callable[[list[int]], Batch],
 ) -> int:
-    """The token budget of a training batch for this run (the rule of the module docstring):
-    ``lengths`` are the training examples' sizes as the batch sampler counts them, and
-    ``make_batch`` collates examples by index. Every process uses the first one's choice."""
-    epoch_tokens = int(lengths.sum())
-    budget = run_budget(
-        trainer, epoch_tokens, lambda tokens: measure_pace(module, trainer, probe_batch(lengths, tokens, make_batch)),
-        PROBE_TOKENS, tokens_for_budget,
+    """The token budget of a training batch for this run (the rule of the module docstring, through
+    :func:`core.training.batch_rule.choose_batch`): ``lengths`` are the training examples' sizes as
+    the batch sampler counts them, and ``make_batch`` collates examples by index. Every process
+    uses the first one's choice."""
+    return choose_batch(
+        RULE, trainer, int(lengths.sum()),
+        lambda tokens: measure_pace(module, trainer, probe_batch(lengths, tokens, make_batch)),
     )
-    chosen = STEPS_ONLY_TOKENS if budget.items is None else tokens_for_budget(budget.items)
-    chosen = trainer.strategy.broadcast(chosen, src=0)
-    if budget.items is None:
-        reason = "no epoch or time budget (max_steps alone)"
-    else:
-        sources = budget.sources(
-            f"{trainer.max_epochs} epochs of {epoch_tokens:,} tokens",
-            lambda pace: f"{pace:,.0f} tokens/s (measured on {budget.probed}-token batches)",
-        )
-        reason = f"max({MIN_TOKENS}, sqrt({budget.items:,.0f} tokens the budget trains / {STEPS_PER_TOKEN}): {sources})"
-    log.info("data.max_tokens=auto: batches of %d tokens, %s", chosen, reason)
-    return chosen

@@ -13,6 +13,7 @@ from torch.utils.data import DataLoader
 from core.constraints import AUTO
 from core.files.data_cache import cache_root
 from core.errors import InputError
+from core.training.batch_rule import ChosenBatch
 from core.training.resumable import ResumableLoader, trained_position
 from nlp.data.batch_size import STEPS_ONLY_TOKENS, auto_max_tokens
 from nlp.constraints import CORPUS, MAX_LEN, MAX_TOKENS, PAD_TO_MULTIPLE
@@ -109,7 +110,7 @@ class TranslationDataModule(pl.LightningDataModule):
         self.vocab_size, self.min_frequency = vocab_size, min_frequency
         self.tokenizer_path = tokenizer_path
         self.max_tokens, self.max_len = max_tokens, max_len
-        self.train_max_tokens: int | None = None if max_tokens == AUTO else int(max_tokens)
+        self.train_batch = ChosenBatch(max_tokens, "train_max_tokens")
         PAD_TO_MULTIPLE.require(pad_to_multiple, "data.pad_to_multiple")
         self.pad_to_multiple = pad_to_multiple
         self.num_workers, self.seed = num_workers, seed
@@ -253,20 +254,16 @@ class TranslationDataModule(pl.LightningDataModule):
         """The training batches' token budget: ``max_tokens``, or for ``auto`` the choice of
         :func:`nlp.data.batch_size.auto_max_tokens` for the attached trainer's budget (made once, and
         kept in checkpoints); 4096 without a trainer."""
-        if self.train_max_tokens is None:
-            trainer = self.trainer
-            if trainer is None or trainer.lightning_module is None:
-                return STEPS_ONLY_TOKENS
-            assert self.tokenizer is not None
-            examples = self.examples["train"]
-            collate = Collator(self.tokenizer.pad_id, self.padding_multiple(), self.max_len)
-            self.train_max_tokens = auto_max_tokens(
-                trainer,
-                trainer.lightning_module,
-                examples.lengths(),
-                lambda indices: collate([examples[i] for i in indices]),
-            )
-        return self.train_max_tokens
+        return self.train_batch.resolve(self.trainer, self.choose_max_tokens, STEPS_ONLY_TOKENS)
+
+    def choose_max_tokens(self, trainer: pl.Trainer) -> int:
+        """The choice of :func:`nlp.data.batch_size.auto_max_tokens` for ``trainer``'s budget."""
+        assert self.tokenizer is not None
+        examples = self.examples["train"]
+        collate = Collator(self.tokenizer.pad_id, self.padding_multiple(), self.max_len)
+        return auto_max_tokens(
+            trainer, trainer.lightning_module, examples.lengths(), lambda indices: collate([examples[i] for i in indices])
+        )
 
     def eval_max_tokens(self) -> int:
         """The token budget of evaluation batches: ``max_tokens``, or 4096 for ``auto``."""
@@ -274,12 +271,11 @@ class TranslationDataModule(pl.LightningDataModule):
 
     def state_dict(self) -> dict[str, Any]:
         """The resolved batch budget of an ``auto`` run, so that a resumed run batches alike."""
-        return {"train_max_tokens": self.train_max_tokens} if self.max_tokens == AUTO else {}
+        return self.train_batch.state_dict()
 
     def load_state_dict(self, state_dict: dict[str, Any]) -> None:
         """Take the batch budget an interrupted ``auto`` run chose."""
-        if self.max_tokens == AUTO and state_dict.get("train_max_tokens"):
-            self.train_max_tokens = int(state_dict["train_max_tokens"])
+        self.train_batch.load_state_dict(state_dict)
 
     def train_dataloader(self) -> DataLoader:
         """The training split, ``repeat`` times over, in shuffled token-budget batches."""

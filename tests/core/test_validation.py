@@ -122,14 +122,23 @@ def test_a_constructor_and_the_config_check_refuse_in_the_same_words(head, overr
     assert str(caught.value).startswith(expected)
 
 
-def test_a_config_of_another_package_gets_the_shared_rules_only() -> None:
-    cfg = config("nlp", "data.vocab_size=100")
-    cfg.model._target_ = "mypackage.Model"
-    cfg.data._target_ = "mypackage.Data"
+def test_a_config_naming_no_rules_gets_the_shared_rules_only() -> None:
+    cfg = config("nlp", "data.vocab_size=100", "config_rules=null")
     validate_config(cfg)  # nlp's vocabulary rule is not applied
     cfg.module.lr = 0
     with pytest.raises(InputError, match="module.lr must be a number above 0"):
         validate_config(cfg)
+
+
+def test_the_rules_are_the_ones_the_config_names_whatever_the_targets() -> None:
+    cfg = config("nlp", "data.vocab_size=100")
+    cfg.model._target_ = "mypackage.Model"
+    cfg.data._target_ = "mypackage.Data"
+    with pytest.raises(InputError, match="data.vocab_size must be a whole number of at least 260"):
+        validate_config(cfg)
+    for name, missing in (("nlp.no_rules", "nlp.no_rules"), ("mypackage.rules", "mypackage")):
+        with pytest.raises(InputError, match=f"config_rules={name}: no module {missing}; name the module"):
+            validate_config(config("nlp", f"config_rules={name}"))
 
 
 def test_validation_comes_before_any_download(tmp_path: Path) -> None:

@@ -14,8 +14,9 @@ from omegaconf import DictConfig
 from sacrebleu.metrics import BLEU, CHRF
 
 from core.errors import InputError
+from core.training.evaluation import evaluate_checkpoint
 from nlp import evaluate
-from nlp.analysis import sacrebleu_report as evaluation
+from nlp.head import HEAD
 from nlp.decoding import repetition_rate
 from nlp.module import load_translator
 from nlp.data.tokenizer import SubwordTokenizer
@@ -54,7 +55,7 @@ def test_scores_are_sacrebleus_on_the_modules_translations(beam: int, checkpoint
     references = write_corpus(path, checkpoint, beam)
     files = ["data=files", f"data.train={path}", f"data.val={path}", f"data.test={path}"]
     cfg = eval_config(tmp_path, f"ckpt_path={checkpoint}", *files, f"module.beam_size={beam}")
-    metrics = evaluation.evaluate_translator(cfg)
+    metrics = evaluate_checkpoint(cfg, HEAD)
     assert json.loads((tmp_path / "metrics.json").read_text()) == metrics
     hypotheses = load_translator(checkpoint).translate([source for source, _ in TOY_PAIRS], beam_size=beam)
     bleu, chrf = BLEU(), CHRF()
@@ -67,12 +68,12 @@ def test_scores_are_sacrebleus_on_the_modules_translations(beam: int, checkpoint
 
 
 def test_no_repeat_option_overrides_the_checkpoint(checkpoint: Path, tmp_path: Path) -> None:
-    plain = evaluation.evaluate_translator(eval_config(tmp_path / "a", f"ckpt_path={checkpoint}", "data=toy"))
+    plain = evaluate_checkpoint(eval_config(tmp_path / "a", f"ckpt_path={checkpoint}", "data=toy"), HEAD)
     assert plain["test/rep4"] > 0  # the untrained model babbles
     cfg = eval_config(
         tmp_path / "b", f"ckpt_path={checkpoint}", "data=toy", "module.no_repeat_ngram_size=2", "split=train"
     )
-    blocked = evaluation.evaluate_translator(cfg)
+    blocked = evaluate_checkpoint(cfg, HEAD)
     assert blocked["train/rep4"] == 0.0 and blocked["split"] == "train"
 
 
@@ -88,7 +89,7 @@ def test_no_repeat_option_overrides_the_checkpoint(checkpoint: Path, tmp_path: P
 def test_bad_settings_are_input_errors(overrides: list[str], message: str, checkpoint: Path, tmp_path: Path) -> None:
     cfg = eval_config(tmp_path, f"ckpt_path={checkpoint}", "data=toy", *overrides)
     with pytest.raises(InputError, match=message):
-        evaluation.evaluate_translator(cfg)
+        evaluate_checkpoint(cfg, HEAD)
 
 
 @pytest.mark.parametrize("kind", ["vision checkpoint", "garbage", "empty"])

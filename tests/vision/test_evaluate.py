@@ -15,9 +15,10 @@ from omegaconf import DictConfig, OmegaConf
 from PIL import Image
 
 from core.errors import InputError
+from core.training.evaluation import evaluate_checkpoint
 from tests.vision.vision_testdata import CONF, tiny_model_kwargs, write_image_folder
 from vision import evaluate
-from vision.analysis import confusion as evaluation
+from vision.head import HEAD
 from vision.inference import load_classifier, load_image, preprocess
 from vision.module import ImageClassifier
 
@@ -59,7 +60,7 @@ def test_metrics_match_an_independent_count_and_the_confusion_matrix_is_drawn(
     checkpoint: Path, folder: Path, tmp_path: Path
 ) -> None:
     cfg = eval_config(tmp_path, f"ckpt_path={checkpoint}", *(override.format(folder=folder) for override in FOLDER))
-    metrics = evaluation.evaluate_classifier(cfg)
+    metrics = evaluate_checkpoint(cfg, HEAD)
     assert json.loads((tmp_path / "metrics.json").read_text()) == metrics
     classifier = load_classifier(checkpoint)
     correct, total = {name: 0 for name in CLASSES}, 0
@@ -86,7 +87,7 @@ def test_without_data_the_training_runs_data_is_used_and_val_is_a_split(
     training = eval_config(tmp_path / "unused", *(override.format(folder=folder) for override in FOLDER))
     OmegaConf.save(OmegaConf.create({"data": OmegaConf.to_container(training.data)}), run_config)
     try:
-        metrics = evaluation.evaluate_classifier(eval_config(tmp_path, f"ckpt_path={checkpoint}", "split=val"))
+        metrics = evaluate_checkpoint(eval_config(tmp_path, f"ckpt_path={checkpoint}", "split=val"), HEAD)
     finally:
         run_config.unlink()
     assert {"val/acc", "val/acc5", "val/loss", "val/class_acc/cat"} <= metrics.keys()
@@ -95,8 +96,8 @@ def test_without_data_the_training_runs_data_is_used_and_val_is_a_split(
 
 def test_train_split_is_scored_without_augmentation(checkpoint: Path, folder: Path, tmp_path: Path) -> None:
     overrides = [f"ckpt_path={checkpoint}", "split=train", *(override.format(folder=folder) for override in FOLDER)]
-    first = evaluation.evaluate_classifier(eval_config(tmp_path / "first", *overrides))
-    second = evaluation.evaluate_classifier(eval_config(tmp_path / "second", *overrides))
+    first = evaluate_checkpoint(eval_config(tmp_path / "first", *overrides), HEAD)
+    second = evaluate_checkpoint(eval_config(tmp_path / "second", *overrides), HEAD)
     assert {"train/acc", "train/acc5", "train/loss"} <= first.keys()
     # Random crops and flips would change the loss from one pass to the next.
     assert first["train/loss"] == second["train/loss"] and first["train/acc"] == second["train/acc"]
@@ -119,7 +120,7 @@ def test_bad_input_is_an_input_error(
     filled = [override.format(folder=folder, other=other) for override in overrides]
     cfg = eval_config(tmp_path / "out", f"ckpt_path={checkpoint}", *filled)
     with pytest.raises(InputError, match=message):
-        evaluation.evaluate_classifier(cfg)
+        evaluate_checkpoint(cfg, HEAD)
 
 
 @pytest.mark.parametrize("damage", ["truncated", "missing", "directory", "no ckpt_path"])

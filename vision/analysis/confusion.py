@@ -1,4 +1,5 @@
-"""What ``python -m vision.evaluate`` runs (see that command for the options and outputs)."""
+"""What ``python -m vision.evaluate`` adds to the shared evaluation (see that command for the options
+and outputs): the preprocessing the checkpoint fixes and the confusion matrix."""
 
 from __future__ import annotations
 
@@ -8,12 +9,11 @@ from typing import Any
 import lightning.pytorch as pl
 import torch
 from matplotlib.figure import Figure
-from omegaconf import DictConfig
 from torch import Tensor, nn
 from torchmetrics.classification import MulticlassConfusionMatrix
 
-from core.training.evaluation import EvaluationReport, Metrics, checkpoint_path, evaluate
-from vision.inference import data_config, load_classifier
+from core.training.evaluation import EvaluationReport, Metrics
+from vision.inference import data_config
 from vision.module import ImageClassifier
 
 # The eval transform's arguments a datamodule takes; crop_pct is the datamodule's own and is checked.
@@ -84,14 +84,14 @@ class ConfusionReport(EvaluationReport):
         return {f"class_acc/{name}": float(value) for name, value in zip(self.class_names, accuracy)}
 
 
-def preprocessing(classifier: ImageClassifier) -> dict[str, Any]:
-    """The data settings the checkpoint fixes: its evaluation preprocessing."""
+def preprocessing(classifier: ImageClassifier, output_dir: Path) -> dict[str, Any]:
+    """The data settings the checkpoint fixes (``checkpoint_data`` of :data:`vision.head.HEAD`):
+    its evaluation preprocessing; nothing is written to ``output_dir``."""
     config = data_config(classifier)
     return {key: config[key] for key in PREPROCESSING_KEYS}
 
 
-def evaluate_classifier(cfg: DictConfig) -> Metrics:
-    """Evaluate the checkpoint ``cfg.ckpt_path`` as ``cfg`` says; returns what ``metrics.json`` holds."""
-    classifier = load_classifier(checkpoint_path(cfg))
-    report = ConfusionReport(list(classifier.hparams.class_names))
-    return evaluate(cfg, classifier, preprocessing(classifier), [report])
+def reports(classifier: ImageClassifier) -> list[EvaluationReport]:
+    """The evaluation's reports (``evaluation_reports`` of :data:`vision.head.HEAD`): the
+    confusion matrix over the checkpoint's classes."""
+    return [ConfusionReport(list(classifier.hparams.class_names))]

@@ -25,7 +25,6 @@ and kept in checkpoints so that a resumed run batches as the interrupted one did
 
 from __future__ import annotations
 
-import logging
 import math
 from collections.abc import Sequence
 
@@ -33,9 +32,8 @@ import lightning.pytorch as pl
 import torch
 import torch.nn.functional as F
 
-from core.training.pace import measure_pace, run_budget
-
-log = logging.getLogger(__name__)
+from core.training.batch_rule import BatchRule, choose_batch
+from core.training.pace import measure_pace
 
 MIN_BATCH = 32  # of all processes together
 MAX_PER_PROCESS = 128
@@ -73,26 +71,19 @@ def measure_image_pace(module: pl.LightningModule, trainer: pl.Trainer, img_size
 
 
 def auto_batch_size(trainer: pl.Trainer, module: pl.LightningModule, train_images: int, img_size: int | Sequence[int]) -> int:
-    """Each process's training batch for this run (the rule of the module docstring); every
-    process uses the first one's choice."""
+    """Each process's training batch for this run (the rule of the module docstring, through
+    :func:`core.training.batch_rule.choose_batch`); every process uses the first one's choice."""
     world = trainer.world_size
-    budget = run_budget(
-        trainer, train_images, lambda batch: world * measure_image_pace(module, trainer, img_size, batch),
-        PROBE_BATCH, lambda images: per_process(batch_for_budget(images), world, train_images),
-    )
-    chosen = MAX_PER_PROCESS * world if budget.items is None else batch_for_budget(budget.items)
-    batch = trainer.strategy.broadcast(per_process(chosen, world, train_images), src=0)
-    if budget.items is None:
-        reason = "no epoch or time budget (max_steps alone)"
-    else:
-        sources = budget.sources(
-            f"{trainer.max_epochs} epochs of {train_images:,} images",
-            lambda pace: f"{pace / world:,.0f} images/s a process (measured on batches of {budget.probed})",
-        )
-        reason = (
-            f"the power of two below sqrt({budget.items:,.0f} images the budget trains / {STEPS_PER_IMAGE}), "
+    rule = BatchRule(
+        setting="data.batch_size",
+        unit="images",
+        probe=PROBE_BATCH,
+        for_budget=lambda images: per_process(batch_for_budget(images), world, train_images),
+        steps_only=per_process(MAX_PER_PROCESS * world, world, train_images),
+        formula=lambda images, sources: (
+            f"the power of two below sqrt({images:,.0f} images the budget trains / {STEPS_PER_IMAGE}), "
             f"at least {MIN_BATCH}, at most {MAX_PER_PROCESS} a process: {sources}"
-        )
-    processes = f" per process ({world} processes)" if world > 1 else ""
-    log.info("data.batch_size=auto: batches of %d images%s, %s", batch, processes, reason)
-    return batch
+        ),
+        pace_words=lambda pace, probed: f"{pace / world:,.0f} images/s a process (measured on batches of {probed})",
+    )
+    return choose_batch(rule, trainer, train_images, lambda batch: world * measure_image_pace(module, trainer, img_size, batch))

@@ -10,11 +10,12 @@ from dataclasses import dataclass
 from typing import Any
 
 import torch
-from lightning.pytorch import LightningDataModule
+from lightning.pytorch import LightningDataModule, Trainer
 from torch.utils.data import DataLoader, Dataset, DistributedSampler, Subset
 
 from core.constraints import AUTO, NON_NEGATIVE_INT, POSITIVE_INT, optional, or_auto
 from core.errors import InputError
+from core.training.batch_rule import ChosenBatch
 from core.training.resumable import ResumableLoader, ShuffledBatchSampler, trained_position
 from vision.data.batch_augment import BatchAugment
 from vision.data.batch_size import EVAL_BATCH, MAX_PER_PROCESS, auto_batch_size
@@ -120,7 +121,7 @@ class ImageDataModule(LightningDataModule):
         self.root = root
         self.img_size = img_size
         self.batch_size = batch_size
-        self.train_batch_size: int | None = None if batch_size == AUTO else int(batch_size)
+        self.train_batch = ChosenBatch(batch_size, "train_batch_size")
         self.num_workers = num_workers
         self.pin_memory = pin_memory
         self.persistent_workers = persistent_workers
@@ -255,22 +256,20 @@ class ImageDataModule(LightningDataModule):
         """The training batch: ``batch_size``, or for ``auto`` the choice of
         :func:`vision.data.batch_size.auto_batch_size` for the attached trainer's budget (made once, and
         kept in checkpoints); :data:`vision.data.batch_size.MAX_PER_PROCESS` without a trainer."""
-        if self.train_batch_size is None:
-            trainer = self.trainer
-            if trainer is None or trainer.lightning_module is None:
-                return MAX_PER_PROCESS
-            assert self.train_set is not None
-            self.train_batch_size = auto_batch_size(trainer, trainer.lightning_module, len(self.train_set), self.img_size)
-        return self.train_batch_size
+        return self.train_batch.resolve(self.trainer, self.choose_batch_size, MAX_PER_PROCESS)
+
+    def choose_batch_size(self, trainer: Trainer) -> int:
+        """The choice of :func:`vision.data.batch_size.auto_batch_size` for ``trainer``'s budget."""
+        assert self.train_set is not None
+        return auto_batch_size(trainer, trainer.lightning_module, len(self.train_set), self.img_size)
 
     def state_dict(self) -> dict[str, Any]:
         """The resolved batch of an ``auto`` run, so that a resumed run batches alike."""
-        return {"train_batch_size": self.train_batch_size} if self.batch_size == AUTO else {}
+        return self.train_batch.state_dict()
 
     def load_state_dict(self, state_dict: dict[str, Any]) -> None:
         """Take the batch an interrupted ``auto`` run chose."""
-        if self.batch_size == AUTO and state_dict.get("train_batch_size"):
-            self.train_batch_size = int(state_dict["train_batch_size"])
+        self.train_batch.load_state_dict(state_dict)
 
     def train_dataloader(self) -> DataLoader:
         """Shuffled full batches of the training split."""

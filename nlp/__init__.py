@@ -2,7 +2,9 @@
 
 ``data`` (corpora, the joint byte-level BPE tokenizer, token-budget batches, the datamodule) ->
 ``model`` (``Seq2SeqTransformer`` on core blocks) -> ``decoding`` (greedy, beam search) ->
-``module`` (Lightning training, BLEU) -> the commands ``train``, ``evaluate``, ``translate`` and
-``average``; ``analysis`` holds what they show (scores, alignments). ``data.toy_corpus`` holds the
-worked example's three sentence pairs, which ``walkthrough`` traces through every block.
+``module`` (Lightning training, BLEU) -> the commands ``train``, ``evaluate``, ``translate``,
+``average`` and ``export``; ``analysis`` holds what they show (scores, scores by length,
+alignments), ``runtime`` the checkpoint as a CTranslate2 model (what ``export`` writes).
+``data.toy_corpus`` holds the worked example's three sentence pairs, which ``walkthrough`` traces
+through every block.
 """

@@ -6,6 +6,8 @@ text input rule of :mod:`nlp.data.corpora`: bytes split at ``\n``, decoded as UT
 that is not UTF-8 replaced by U+FFFD; the number of lines that held one is reported on stderr.
 ``--attention FILE.png`` also draws the cross-attention of the ``--text`` sentence's translation.
 The checkpoint alone is enough: the tokenizer and the model configuration travel inside it.
+A directory written by ``python -m nlp.export --format ctranslate2`` translates the same way with
+CTranslate2 (same flags and defaults; ``--attention`` needs the checkpoint).
 """
 
 from __future__ import annotations
@@ -20,9 +22,11 @@ from core.commands.arguments import ArgumentParser, add_device_option, png_path,
 from core.commands.exit import command
 from core.errors import InputError
 from nlp.data.corpora import Utf8Lines
+from nlp.runtime.directory import is_exported_model
 
 if TYPE_CHECKING:
     from nlp.module import TranslationModule
+    from nlp.runtime.translator import CTranslate2Translator
 
 
 def one_line(text: str) -> str:
@@ -31,7 +35,7 @@ def one_line(text: str) -> str:
 
 
 def translate_lines(
-    translator: TranslationModule,
+    translator: TranslationModule | CTranslate2Translator,
     lines: Iterable[str],
     beam_size: int,
     max_len: int | None,
@@ -49,7 +53,9 @@ def translate_lines(
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     """The command line of ``python -m nlp.translate``."""
     parser = ArgumentParser(prog="python -m nlp.translate", description=__doc__.splitlines()[0])
-    parser.add_argument("checkpoint", help="a .ckpt file written by python -m nlp.train")
+    parser.add_argument(
+        "checkpoint", help="a .ckpt file written by python -m nlp.train, or a directory written by python -m nlp.export"
+    )
     parser.add_argument("--text", action="append", help="a sentence to translate (repeatable); default: stdin lines")
     parser.add_argument(
         "--beam", type=positive_int, default=None, help="beam size; 1 decodes greedily (default: the checkpoint's beam_size)"
@@ -89,20 +95,37 @@ def write_attention(translator: TranslationModule, args: argparse.Namespace) -> 
     print(f"wrote {written}", file=sys.stderr)
 
 
+def load_exported(args: argparse.Namespace) -> CTranslate2Translator:
+    """The exported directory ``args.checkpoint``, which cannot draw ``--attention``."""
+    if args.attention is not None:
+        raise InputError(
+            f"--attention draws the PyTorch model's cross-attention, and {args.checkpoint} is an exported CTranslate2 "
+            "model; pass the .ckpt it was exported from"
+        )
+    from nlp.runtime.translator import CTranslate2Translator
+
+    return CTranslate2Translator(args.checkpoint, args.device)
+
+
 @command
 def main(argv: list[str] | None = None) -> None:
     """Translate ``--text`` sentences or stdin lines with a checkpoint, one line each to stdout."""
     args = parse_args(argv)
-    # torch, Lightning and the model load after the arguments are read
-    from nlp.analysis.alignment import check_layer
-    from nlp.module import load_translator
+    if is_exported_model(args.checkpoint):
+        translator: TranslationModule | CTranslate2Translator = load_exported(args)
+        model_max_len, beam_size = translator.max_len, translator.beam_size
+    else:
+        # torch, Lightning and the model load after the arguments are read
+        from nlp.analysis.alignment import check_layer
+        from nlp.module import load_translator
 
-    translator = load_translator(args.checkpoint, map_location=args.device).to(args.device)
-    if args.max_len is not None and args.max_len > translator.net.max_len:
-        raise InputError(f"--max-len must be in 1..{translator.net.max_len} (the model's max_len), got {args.max_len}")
-    check_layer(translator, args.attention_layer)
+        translator = load_translator(args.checkpoint, map_location=args.device).to(args.device)
+        model_max_len, beam_size = translator.net.max_len, translator.hparams.beam_size
+        check_layer(translator, args.attention_layer)
+    if args.max_len is not None and args.max_len > model_max_len:
+        raise InputError(f"--max-len must be in 1..{model_max_len} (the model's max_len), got {args.max_len}")
     if args.beam is None:
-        args.beam = translator.hparams.beam_size  # as nlp.evaluate: the decoding the run was tested with
+        args.beam = beam_size  # as nlp.evaluate: the decoding the run was tested with
     if args.attention is not None:
         write_attention(translator, args)
         return

@@ -1,4 +1,5 @@
 """What a trained translator shows when looked at: the scores and sacreBLEU signatures of
-``nlp.evaluate`` (:mod:`~nlp.analysis.sacrebleu_report`), the cross-attention alignment of
+``nlp.evaluate`` (:mod:`~nlp.analysis.sacrebleu_report`) and its scores by source length
+(:mod:`~nlp.analysis.bleu_by_length`), the cross-attention alignment of
 ``nlp.translate --attention`` (:mod:`~nlp.analysis.alignment`) and the labelled heatmaps it and
 the walkthrough draw (:mod:`~nlp.analysis.heatmap`)."""

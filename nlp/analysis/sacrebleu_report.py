@@ -1,4 +1,5 @@
-"""What ``python -m nlp.evaluate`` runs (see that command for the options and outputs)."""
+"""What ``python -m nlp.evaluate`` adds to the shared evaluation (see that command for the options
+and outputs): the encoding the checkpoint fixes and the sacreBLEU signatures."""
 
 from __future__ import annotations
 
@@ -6,10 +7,9 @@ from pathlib import Path
 from typing import Any
 
 import lightning.pytorch as pl
-from omegaconf import DictConfig
 
-from core.training.evaluation import EvaluationReport, Metrics, checkpoint_path, evaluate
-from nlp.module import TranslationModule, load_translator
+from core.training.evaluation import EvaluationReport, Metrics
+from nlp.module import TranslationModule
 
 
 class SacreBleuSignatures(EvaluationReport):
@@ -22,15 +22,18 @@ class SacreBleuSignatures(EvaluationReport):
 
 
 def encoding(translator: TranslationModule, output_dir: Path) -> dict[str, Any]:
-    """The data settings the checkpoint fixes: its tokenizer (written to the run directory for the
-    datamodule to load) and the ``max_len`` its sources were encoded to."""
+    """The data settings the checkpoint fixes (``checkpoint_data`` of :data:`nlp.head.HEAD`): its
+    tokenizer (written to the run directory for the datamodule to load) and the ``max_len`` its
+    sources were encoded to."""
     path = output_dir / "tokenizer.json"
     path.parent.mkdir(parents=True, exist_ok=True)
     translator.tokenizer.save(path)
     return {"tokenizer_path": str(path), "max_len": translator.hparams.source_max_len or translator.net.max_len}
 
 
-def evaluate_translator(cfg: DictConfig) -> Metrics:
-    """Evaluate the checkpoint ``cfg.ckpt_path`` as ``cfg`` says; returns what ``metrics.json`` holds."""
-    translator = load_translator(checkpoint_path(cfg))
-    return evaluate(cfg, translator, encoding(translator, Path(cfg.paths.output_dir)), [SacreBleuSignatures()])
+def reports(translator: TranslationModule) -> list[EvaluationReport]:
+    """The evaluation's reports (``evaluation_reports`` of :data:`nlp.head.HEAD`): the sacreBLEU
+    signatures, and BLEU and chrF by source length (:mod:`nlp.analysis.bleu_by_length`)."""
+    from nlp.analysis.bleu_by_length import BleuByLengthReport
+
+    return [SacreBleuSignatures(), BleuByLengthReport()]

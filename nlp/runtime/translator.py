@@ -1,0 +1,168 @@
+"""Translating with an exported CTranslate2 directory as :class:`nlp.module.TranslationModule`
+translates with its checkpoint: the same source encoding (:func:`nlp.data.encoding.encode_sources`
+with the stored ``max_len``), the same length limit per sentence (:func:`nlp.decoding.length_limits`),
+``<pad>`` and ``<s>`` never generated, the same n-gram blocking, and beam search ranked by the GNMT
+length penalty, with CTranslate2's C++ search doing the decoding.
+
+How the decoding rules of :mod:`nlp.decoding` are kept:
+
+- Length: our limit ``L`` counts ``</s>``, and at the limit only ``</s>`` may come, so at most
+  ``L - 1`` subwords; CTranslate2's ``max_decoding_length`` counts subwords, so it gets ``L - 1``.
+  It takes one limit per batch, the batch's largest: a greedy translation longer than its own
+  limit is cut there (greedy steps do not depend on the limit); a beam search that came within
+  one step of a smaller own limit is searched again alone with it, so no sentence's translation
+  depends on its batch.
+- Beam search: CTranslate2 collects finished hypotheses and stops a sentence at ``beam_size`` of
+  them, as :class:`nlp.decoding.FinishedHypotheses` does, but divides scores by
+  ``length ** alpha``; all ``beam_size`` hypotheses are returned with ``</s>`` and their scores,
+  the raw log-probability recovered and ranked by ``log P / ((5 + length) / 6) ** alpha`` (GNMT).
+- Differences left: CTranslate2 renormalizes the probabilities over the tokens it may generate
+  (ours are normalized over the whole vocabulary, then masked), and a beam cut at the limit ends
+  without the forced ``</s>``; both change beam scores slightly, never a greedy translation.
+"""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from core.errors import InputError
+from nlp.data.encoding import encode_sources
+from nlp.data.tokenizer import BOS, PAD, SubwordTokenizer
+from nlp.decoding import gnmt_length_penalty, length_limits
+from nlp.runtime.directory import EXPORT_AGAIN, METADATA, TOKENIZER, read_metadata, require_ctranslate2
+
+log = logging.getLogger(__name__)
+
+# CTranslate2 ends a beam search at the first finished best hypothesis when the length penalty is
+# exactly 0; a penalty this small keeps the rule of nlp.decoding (beam_size finished hypotheses)
+# and leaves every score unchanged in float32.
+NO_PENALTY = 1e-30
+
+Hypothesis = tuple[list[int], float]  # generated ids (``</s>`` last when it ended), raw log P
+
+
+def ctranslate2_device(device: str) -> tuple[str, int]:
+    """``cpu``, ``cuda`` or ``cuda:N`` as CTranslate2's device and index."""
+    kind, _, index = device.partition(":")
+    if kind not in ("cpu", "cuda"):
+        raise InputError(f"--device {device}: a CTranslate2 model runs on cpu or cuda")
+    return kind, int(index or 0)
+
+
+class CTranslate2Translator:
+    """An exported directory (``python -m nlp.export``), translating like the checkpoint it came
+    from (see the module docstring).
+
+    Args:
+        directory: the directory ``nlp.export`` wrote.
+        device: ``cpu``, ``cuda`` or ``cuda:N``.
+        threads: CTranslate2's intra-op threads (0: its default).
+    """
+
+    def __init__(self, directory: str | Path, device: str = "cpu", threads: int = 0) -> None:
+        require_ctranslate2(f"translating with {directory}")
+        import ctranslate2
+
+        directory = Path(directory)
+        metadata = read_metadata(directory)
+        if not (directory / TOKENIZER).is_file():
+            raise InputError(f"{directory / TOKENIZER} is missing; {EXPORT_AGAIN}")
+        self.tokenizer = SubwordTokenizer.from_file(directory / TOKENIZER)
+        ids, tokenizer = metadata["special_ids"], self.tokenizer
+        if ids != {"pad": tokenizer.pad_id, "bos": tokenizer.bos_id, "eos": tokenizer.eos_id, "unk": tokenizer.unk_id}:
+            raise InputError(
+                f"{directory / TOKENIZER} does not match the special ids in {directory / METADATA}; {EXPORT_AGAIN}"
+            )
+        self.pad_id, self.bos_id, self.eos_id = ids["pad"], ids["bos"], ids["eos"]
+        self.max_len: int = metadata["max_len"]
+        self.source_max_len: int = metadata["source_max_len"]
+        self.quantization: str = metadata["quantization"]
+        self.decoding: dict[str, Any] = metadata["decoding"]
+        self.beam_size: int = self.decoding["beam_size"]
+        kind, index = ctranslate2_device(device)
+        try:
+            self.model = ctranslate2.Translator(str(directory), device=kind, device_index=index, intra_threads=threads)
+        except Exception as error:  # noqa: BLE001 - a missing or damaged model.bin, an unusable device
+            raise InputError(f"CTranslate2 cannot load {directory} on {device} ({error}); {EXPORT_AGAIN}") from None
+
+    def translate(self, sentences: list[str], beam_size: int = 1, max_len: int | None = None) -> list[str]:
+        """Translate raw sentences, as :meth:`nlp.module.TranslationModule.translate`."""
+        encoded, truncated = encode_sources(self.tokenizer, sentences, self.source_max_len)
+        if any(truncated):
+            log.warning(
+                "truncated %d of %d sentences longer than %d subwords (model max_len %d)",
+                sum(truncated), len(encoded), self.source_max_len - 1, self.max_len,
+            )
+        return [self.tokenizer.decode(ids) for ids in self.generate(encoded, beam_size, max_len)]
+
+    def generate(self, sources: list[list[int]], beam_size: int = 1, max_len: int | None = None) -> list[list[int]]:
+        """Source ids (each ending in ``</s>``) -> generated ids, each ending in ``</s>``, as a row
+        of :meth:`nlp.module.TranslationModule.generate` without its padding; ``max_len`` defaults
+        to the exported ``max_decode_len``."""
+        if beam_size < 1:
+            raise InputError(f"beam_size must be at least 1, got {beam_size}")
+        if not sources:
+            return []
+        limits = self.length_limits(sources, self.decoding["max_decode_len"] if max_len is None else max_len)
+        outputs = [[self.eos_id] for _ in sources]  # a limit of 1 leaves room for </s> only
+        active = [index for index, limit in enumerate(limits) if limit > 1]
+        if not active:
+            return outputs
+        batch_limit = max(limits[index] for index in active)
+        searched = self.search([sources[index] for index in active], beam_size, batch_limit)
+        for index, hypotheses in zip(active, searched):
+            own = limits[index]
+            if beam_size == 1:
+                ids = hypotheses[0][0]
+                subwords = ids[:-1] if ids and ids[-1] == self.eos_id else ids
+                outputs[index] = [*subwords[: own - 1], self.eos_id]
+                continue
+            if own < batch_limit and max(len(ids) for ids, _ in hypotheses) >= own - 1:
+                hypotheses = self.search([sources[index]], beam_size, own)[0]
+            outputs[index] = self.best(hypotheses)
+        return outputs
+
+    def length_limits(self, sources: list[list[int]], max_len: int | None) -> list[int]:
+        """Most tokens each sentence may generate, ``</s>`` included: the rule of
+        :func:`nlp.decoding.length_limits`, which reads only ``max_len`` and ``pad_id`` of the model."""
+        rows = [torch.tensor(ids) for ids in sources]
+        padded = torch.nn.utils.rnn.pad_sequence(rows, batch_first=True, padding_value=self.pad_id)
+        a, b = self.decoding["max_len_a"], self.decoding["max_len_b"]
+        return length_limits(self, padded, max_len, a, b).tolist()  # type: ignore[arg-type]
+
+    def search(self, sources: list[list[int]], beam_size: int, limit: int) -> list[list[Hypothesis]]:
+        """CTranslate2's greedy or beam search over ``sources`` with at most ``limit - 1``
+        subwords per hypothesis: every finished hypothesis of each sentence with its raw log P."""
+        token = self.tokenizer.tokenizer.id_to_token
+        penalty = self.decoding["length_penalty"] or NO_PENALTY
+        results = self.model.translate_batch(
+            [[token(i) for i in ids[:-1]] for ids in sources],  # the model appends </s> itself
+            beam_size=beam_size,
+            num_hypotheses=beam_size,
+            length_penalty=penalty,
+            no_repeat_ngram_size=self.decoding["no_repeat_ngram_size"],
+            suppress_sequences=[[PAD], [BOS]],
+            return_end_token=True,
+            return_scores=beam_size > 1,
+            max_input_length=0,
+            max_decoding_length=limit - 1,
+            min_decoding_length=0,
+        )
+        to_id = self.tokenizer.tokenizer.token_to_id
+        searched = []
+        for result in results:
+            hypotheses = [[to_id(text) for text in tokens] for tokens in result.hypotheses]
+            scores = result.scores or [0.0] * len(hypotheses)
+            # CTranslate2's score is log P / length ** penalty, the length counting </s>.
+            searched.append([(ids, score * max(len(ids), 1) ** penalty) for ids, score in zip(hypotheses, scores)])
+        return searched
+
+    def best(self, hypotheses: list[Hypothesis]) -> list[int]:
+        """The hypothesis of highest ``log P / lp(length)`` (GNMT), ending in ``</s>``."""
+        alpha = self.decoding["length_penalty"]
+        ids, _ = max(hypotheses, key=lambda hypothesis: hypothesis[1] / gnmt_length_penalty(len(hypothesis[0]), alpha))
+        return ids if ids and ids[-1] == self.eos_id else [*ids, self.eos_id]

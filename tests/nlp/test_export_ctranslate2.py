@@ -1,0 +1,194 @@
+"""``python -m nlp.export --format ctranslate2`` against the PyTorch model it came from: on a model
+trained on the reverse task (pre-norm and post-norm, as the presets use both), float32 greedy
+translations are the checkpoint's token for token, int8 loses less than half a BLEU point,
+``nlp.translate`` prints the same for the directory as for the checkpoint, and the directory is
+written whole or not at all."""
+
+from __future__ import annotations
+
+import io
+import shutil
+import sys
+from pathlib import Path
+from types import ModuleType
+
+import pytest
+import torch
+from sacrebleu.metrics import BLEU
+
+from core.errors import InputError
+from nlp import export, translate
+from nlp.data.batching import pad_batch
+from nlp.data.encoding import encode_sources
+from nlp.data.tokenizer import SubwordTokenizer
+from nlp.module import TranslationModule, load_translator
+from nlp.runtime import writer
+from nlp.runtime.directory import METADATA, QUANTIZATIONS, is_exported_model
+from nlp.runtime.translator import CTranslate2Translator
+from tests.nlp.trained_translator import MODEL, TEST_PAIRS, train_reverse_translator
+
+pytest.importorskip("ctranslate2")
+
+SOURCES = [source for source, _ in TEST_PAIRS]
+REFERENCES = [target for _, target in TEST_PAIRS]
+
+
+@pytest.fixture(scope="module", params=["pre-norm", "post-norm"])
+def checkpoint(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    path = tmp_path_factory.mktemp(request.param) / "reverse.ckpt"
+    return train_reverse_translator(path, norm_first=request.param == "pre-norm", steps=200)
+
+
+def exported(checkpoint: Path, quantization: str, capsys: pytest.CaptureFixture[str]) -> Path:
+    """The directory ``python -m nlp.export`` writes beside ``checkpoint`` (written once)."""
+    out = checkpoint.parent / f"ct2-{quantization}"
+    if not out.exists():
+        export.main([str(checkpoint), "--format", "ctranslate2", "--quantization", quantization, "--out", str(out)])
+        assert capsys.readouterr().out.startswith(f"wrote {out} (ctranslate2, {quantization})")
+    return out
+
+
+def ctranslate2_translator(directory: Path) -> CTranslate2Translator:
+    return CTranslate2Translator(directory, threads=1)
+
+
+def torch_ids(translator: TranslationModule, beam: int) -> list[list[int]]:
+    """The checkpoint's generated ids of :data:`SOURCES`, ``</s>`` last, padding dropped."""
+    encoded, _ = encode_sources(translator.tokenizer, SOURCES, MODEL["max_len"])
+    rows = translator.generate(pad_batch(encoded, translator.tokenizer.pad_id), beam).tolist()
+    eos = translator.tokenizer.eos_id
+    return [row[: row.index(eos) + 1] for row in rows]
+
+
+def test_the_quantizations_offered_are_ctranslate2s() -> None:
+    from ctranslate2.specs.model_spec import ACCEPTED_MODEL_TYPES
+
+    assert set(QUANTIZATIONS) == set(ACCEPTED_MODEL_TYPES)
+
+
+def test_float32_greedy_translations_are_the_checkpoints_token_for_token(
+    checkpoint: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    translator = load_translator(checkpoint)
+    model = ctranslate2_translator(exported(checkpoint, "float32", capsys))
+    encoded, _ = encode_sources(model.tokenizer, SOURCES, model.source_max_len)
+    assert model.generate(encoded, beam_size=1) == torch_ids(translator, beam=1)
+    hypotheses = translator.translate(SOURCES)
+    assert model.translate(SOURCES) == hypotheses
+    assert BLEU().corpus_score(hypotheses, [REFERENCES]).score > 80  # a model that translates
+
+
+def test_float32_beam_search_ranks_as_the_checkpoint(checkpoint: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """CTranslate2 renormalizes over the tokens it may generate and we rank its hypotheses by
+    the GNMT penalty again, so scores may differ in the last digits: (nearly) every sentence
+    is the same, and BLEU too."""
+    translator = load_translator(checkpoint)
+    model = ctranslate2_translator(exported(checkpoint, "float32", capsys))
+    ours, theirs = translator.translate(SOURCES, beam_size=4), model.translate(SOURCES, beam_size=4)
+    assert sum(a == b for a, b in zip(ours, theirs)) >= 0.98 * len(SOURCES)
+    bleu = [BLEU().corpus_score(hypotheses, [REFERENCES]).score for hypotheses in (ours, theirs)]
+    assert bleu[1] == pytest.approx(bleu[0], abs=0.5)
+
+
+def test_int8_is_within_half_a_bleu_point_of_float32(checkpoint: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    float32 = ctranslate2_translator(exported(checkpoint, "float32", capsys)).translate(SOURCES)
+    int8 = ctranslate2_translator(exported(checkpoint, "int8", capsys)).translate(SOURCES)
+    bleu = {name: BLEU().corpus_score(output, [REFERENCES]).score for name, output in (("float32", float32), ("int8", int8))}
+    assert bleu["float32"] > 80 and abs(bleu["int8"] - bleu["float32"]) < 0.5, bleu
+
+
+def run_translate(argv: list[str], stdin: str, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> list[str]:
+    monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO(stdin.encode())))
+    translate.main([*argv, "--device", "cpu"])
+    return capsys.readouterr().out.splitlines()
+
+
+@pytest.mark.parametrize("beam", [[], ["--beam", "1"]], ids=["checkpoint's beam", "greedy"])
+def test_translate_prints_the_same_for_the_directory_as_for_the_checkpoint(
+    beam: list[str], checkpoint: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    directory = exported(checkpoint, "float32", capsys)
+    stdin = "\n".join([SOURCES[0], "", *SOURCES[1:20]]) + "\n"
+    options = [*beam, "--batch-size", "8"]
+    from_checkpoint = run_translate([str(checkpoint), *options], stdin, monkeypatch, capsys)
+    assert len(from_checkpoint) == 21 and from_checkpoint[1] == ""
+    assert run_translate([str(directory), *options], stdin, monkeypatch, capsys) == from_checkpoint
+    texts = ["--text", SOURCES[3], "--text", SOURCES[4], "--max-len", "3"]
+    assert run_translate([str(directory), *texts], "", monkeypatch, capsys) == run_translate(
+        [str(checkpoint), *texts], "", monkeypatch, capsys
+    )
+
+
+def test_a_gelu_model_exports_with_matching_log_probabilities(toy_tokenizer: SubwordTokenizer, tmp_path: Path) -> None:
+    """Untrained, GELU, post-norm, separate embeddings: the export's own check compares the
+    teacher-forced log-probabilities with the PyTorch model's and refuses a difference."""
+    torch.manual_seed(0)
+    model = dict(MODEL, activation="gelu", norm_first=False, share_embeddings=False)
+    translator = TranslationModule(model=model, tokenizer=toy_tokenizer.to_json()).eval()
+    assert writer.export_ctranslate2(translator, tmp_path / "gelu") <= writer.FLOAT32_TOLERANCE
+    assert is_exported_model(tmp_path / "gelu")
+
+
+def test_weights_that_are_not_finite_are_refused(toy_tokenizer: SubwordTokenizer, tmp_path: Path) -> None:
+    translator = TranslationModule(model=MODEL, tokenizer=toy_tokenizer.to_json()).eval()
+    with torch.no_grad():
+        translator.net.decoder.layers[1].mlp.fc2.weight[0, 0] = float("nan")
+    with pytest.raises(InputError, match="decoder.layers.1.mlp.fc2.weight"):
+        writer.export_ctranslate2(translator, tmp_path / "model")
+    assert list(tmp_path.iterdir()) == []
+
+
+def fails(argv: list[str], capsys: pytest.CaptureFixture[str], module: ModuleType = export) -> str:
+    """The one ``error:`` line of a command that must exit 2."""
+    with pytest.raises(SystemExit) as exit_info:
+        module.main(argv)
+    assert exit_info.value.code == 2
+    error = capsys.readouterr().err
+    assert error.startswith("error: ") and error.count("\n") == 1 and "Traceback" not in error, error
+    return error
+
+
+def test_an_existing_directory_is_replaced_only_when_forced_and_only_if_an_export(
+    checkpoint: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    out = tmp_path / "model"
+    export.main([str(checkpoint), "--out", str(out)])
+    assert "--force" in fails([str(checkpoint), "--out", str(out)], capsys)
+    (out / METADATA).write_text("{}")  # replaced whole by the forced export
+    export.main([str(checkpoint), "--out", str(out), "--force"])
+    assert "ctranslate2" in (out / METADATA).read_text()
+    other = tmp_path / "notes"
+    other.mkdir()
+    (other / "keep.txt").write_text("mine")
+    assert "other files" in fails([str(checkpoint), "--out", str(other), "--force"], capsys)
+    assert (other / "keep.txt").read_text() == "mine"
+    assert sorted(path.name for path in tmp_path.iterdir()) == ["model", "notes"]  # no staging left
+
+
+def test_a_failed_check_leaves_nothing_behind(
+    checkpoint: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(writer, "largest_difference", lambda translator, directory: 1.0)
+    with pytest.raises(AssertionError, match="mapped wrongly"):
+        writer.export_ctranslate2(load_translator(checkpoint), tmp_path / "model")
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_attention_and_bad_input_are_one_error_line(
+    checkpoint: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    directory = exported(checkpoint, "float32", capsys)
+    error = fails([str(directory), "--text", "a b c", "--attention", str(tmp_path / "a.png")], capsys, translate)
+    assert "pass the .ckpt" in error
+    assert "--max-len must be in 1..32" in fails([str(directory), "--text", "a b", "--max-len", "33"], capsys, translate)
+    assert "--quantization" in fails([str(checkpoint), "--out", str(tmp_path / "m"), "--quantization", "int4"], capsys)
+    assert str(tmp_path / "missing.ckpt") in fails([str(tmp_path / "missing.ckpt"), "--out", str(tmp_path / "m")], capsys)
+    damaged = tmp_path / "damaged"
+    shutil.copytree(directory, damaged)
+    (damaged / "model.bin").write_bytes(b"\x00" * 100)
+    assert str(damaged) in fails([str(damaged), "--text", "a b"], capsys, translate)
+    (damaged / METADATA).write_text("{")
+    assert "not readable JSON" in fails([str(damaged), "--text", "a b"], capsys, translate)
+    monkeypatch.setitem(sys.modules, "ctranslate2", None)  # as if the package were not installed
+    assert 'pip install -e ".[ctranslate2]"' in fails([str(checkpoint), "--out", str(tmp_path / "m")], capsys)
+    assert 'pip install -e ".[ctranslate2]"' in fails([str(directory), "--text", "a b"], capsys, translate)

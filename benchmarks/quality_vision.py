@@ -300,14 +300,15 @@ def markdown(rows: list[dict[str, Any]]) -> str:
         run_key(row): row["images_per_second"] for row in rows if row["contender"] == PLAIN and row.get("best_lr", True)
     }
     for row in rows:
-        ratio = row["images_per_second"] / loop_speed[run_key(row)]
+        loop = loop_speed.get(run_key(row))  # absent when only the CLI ran
+        ratio = f" ({row['images_per_second'] / loop:.2f}x)" if loop else ""
         contender = row["contender"]
         if contender == PLAIN and show_rate:
             contender += f" (lr {row['lr']:g})" + (" **best**" if row["best_lr"] and len(rates) > 1 else "")
         lines.append(
             f"| {row['data']} | {length_of(row)[1]:g} | {row['seed']} | {contender} | {row['batch']} | "
             f"{100 * row['test_acc']:.2f}% | {row['train_seconds']:.0f} | {row['wall_seconds']:.0f} | "
-            f"{row['images_per_second']:.0f} ({ratio:.2f}x) |" + (f" {row['steps']} |" if timed else "")
+            f"{row['images_per_second']:.0f}{ratio} |" + (f" {row['steps']} |" if timed else "")
         )
     seeds = sorted({row["seed"] for row in rows})
     if len(seeds) > 1:
@@ -320,6 +321,8 @@ def markdown(rows: list[dict[str, Any]]) -> str:
                        and (row["contender"] == PLAIN) == (side == PLAIN) and row.get("best_lr", True)]
                 for side in ("cli", PLAIN)
             }
+            if not all(accs.values()):  # one side did not run (--contenders)
+                continue
             means = {side: sum(values) / len(values) for side, values in accs.items()}
             cells = [f"{means[side]:.1f}% ({min(accs[side]):.1f}-{max(accs[side]):.1f})" for side in ("cli", PLAIN)]
             lines.append(f"| {data} | {length:g} | {cells[0]} | {cells[1]} | {means['cli'] - means[PLAIN]:+.1f} |")
@@ -344,6 +347,13 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
         default=list(proving_grounds.DEFAULT_COUNTS.values()), help="images per split of cluttered-digits and glyphs",
     )
     parser.add_argument("--preset", action="store_true", help="the default vit_tiny preset instead of CPU_MODEL")
+    parser.add_argument(
+        "--contenders", nargs="+", choices=("cli", "loop"), default=["cli", "loop"], help="which sides to run"
+    )
+    parser.add_argument(
+        "--cli-extra", nargs="+", default=[], metavar="OVERRIDE",
+        help="overrides added to the CLI's (a lever under test, e.g. model.stem=conv); named in its rows",
+    )
     parser.add_argument("--threads", type=int, default=torch.get_num_threads(), help="CPU threads of both contenders")
     parser.add_argument(
         "--data-dir", type=Path, default=None, help="where the data sets are written (default: a temporary dir)"
@@ -400,10 +410,11 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
                 run_dir = out_dir / f"{name}_{length}ep_seed{seed}" if minutes is None else (
                     out_dir / f"{name}_{minutes:g}min_seed{seed}"
                 )
-                cli = run_cli(folder, epochs, [*overrides, f"seed={seed}"], run_dir, args.threads, minutes)
                 row = {"data": name, unit: length, "seed": seed}
-                rows.append({**row, "contender": CLI, **cli})
-                for lr in args.loop_lrs:
+                if "cli" in args.contenders:
+                    cli = run_cli(folder, epochs, [*overrides, *args.cli_extra, f"seed={seed}"], run_dir, args.threads, minutes)
+                    rows.append({**row, "contender": " + ".join([CLI, *args.cli_extra]), **cli})
+                for lr in args.loop_lrs if "loop" in args.contenders else ():
                     plain = run_plain(
                         folder, epochs, model, mean, std, device, seed, max_batches, lr=lr,
                         batch_size=args.loop_batch, seconds=None if minutes is None else 60 * minutes,
@@ -414,7 +425,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     plain_loop = {**asdict(PLAIN_LOOP), "batch_size": args.loop_batch, "lrs": args.loop_lrs}
     plain_loop["lr"] = args.loop_lrs[0] if len(args.loop_lrs) == 1 else None
     settings = {
-        "cli_overrides": overrides, "model": model, "budget": "minutes" if args.minutes is not None else "epochs",
+        "cli_overrides": [*overrides, *args.cli_extra], "model": model, "budget": "minutes" if args.minutes is not None else "epochs",
         "plain_loop": plain_loop, "images": counts,
     }
     return table_result("quality_vision", env, rows, markdown(rows), args.append, settings=settings)

@@ -92,6 +92,18 @@ def require_finite_weights(checkpoint: dict[str, Any], path: str | Path) -> None
         )
 
 
+def outline(checkpoint: dict[str, Any]) -> dict[str, Any]:
+    """What :func:`require_fit` reads of a checkpoint, without the weights' data: its
+    ``hyper_parameters`` and its ``state_dict`` with each tensor on the ``meta`` device (shape
+    and dtype only), so a resumed run does not hold a second copy of the weights while its data
+    is prepared."""
+    state = checkpoint.get("state_dict") or {}
+    return {
+        "hyper_parameters": checkpoint.get("hyper_parameters") or {},
+        "state_dict": {name: value.to("meta") if isinstance(value, torch.Tensor) else value for name, value in state.items()},
+    }
+
+
 UNSET = object()
 
 

@@ -24,7 +24,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from core.files.atomic import atomic_path
 from core.training.budget import TrainingBudget
-from core.files.checkpoints import load_checkpoint, require_finite_weights, require_fit
+from core.files.checkpoints import load_checkpoint, outline, require_finite_weights, require_fit
 from core.training.checkpoint_saving import AtomicCheckpointIO
 from core.errors import InputError, TrainingDiverged
 from core.training.faults import PreemptionCheckpoint, fit_or_preempt, run_directory_claimed
@@ -132,16 +132,24 @@ def train(cfg: DictConfig) -> float | None:
     """
     validate_config(cfg)
     ckpt_path = cfg.get("ckpt_path")
+    resumed = None
     if ckpt_path:
-        # Refuses a checkpoint that is not plain data, or whose weights are not finite, with a clear error.
-        require_finite_weights(load_checkpoint(ckpt_path), ckpt_path)
+        # Read once here: refuses a checkpoint that is not plain data, or whose weights are not
+        # finite, with a clear error; its outline is what fit_and_test checks the model against.
+        checkpoint = load_checkpoint(ckpt_path)
+        require_finite_weights(checkpoint, ckpt_path)
+        resumed = outline(checkpoint)
+        del checkpoint  # Lightning reads the weights again when it resumes
     output_dir = Path(cfg.paths.output_dir)
     with run_directory_claimed(output_dir):  # one run at a time in a directory
-        return fit_and_test(cfg, output_dir, ckpt_path)
+        return fit_and_test(cfg, output_dir, ckpt_path, resumed)
 
 
-def fit_and_test(cfg: DictConfig, output_dir: Path, ckpt_path: str | None) -> float | None:
-    """The steps of :func:`train` after the config is checked and the run directory claimed."""
+def fit_and_test(
+    cfg: DictConfig, output_dir: Path, ckpt_path: str | None, resumed: dict[str, Any] | None
+) -> float | None:
+    """The steps of :func:`train` after the config is checked and the run directory claimed;
+    ``resumed`` is the outline of the checkpoint at ``ckpt_path`` (:func:`core.files.checkpoints.outline`)."""
     pl.seed_everything(cfg.seed, workers=True, verbose=False)
 
     budget = TrainingBudget(**(cfg.get("budget") or {}))
@@ -163,8 +171,8 @@ def fit_and_test(cfg: DictConfig, output_dir: Path, ckpt_path: str | None) -> fl
     )
     require_members(module, HeadModule, f"module._target_={cfg.module._target_}")
     check_model_target(cfg, module.net)
-    if ckpt_path:
-        require_fit(load_checkpoint(ckpt_path), ckpt_path, module, model_kwargs(cfg))  # before Lightning's long shape error
+    if resumed is not None:
+        require_fit(resumed, ckpt_path, module, model_kwargs(cfg))  # before Lightning's long shape error
     if cfg.get("compile"):
         module.net.compile(**(cfg.get("compile_options") or {}))  # in place: state-dict keys unchanged
 

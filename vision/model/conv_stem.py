@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import math
 
-from torch import Tensor, nn
+from torch import nn
 
 from vision.model.patch_embed import PatchEmbed
 
@@ -23,8 +23,8 @@ def conv_bn_relu(in_chans: int, out_chans: int) -> nn.Sequential:
 
 
 class ConvStem(PatchEmbed):
-    """Tokens from log2(P) stride-2 convolutions and a 1x1 projection ``proj``; accepts the same
-    inputs as :class:`PatchEmbed` (same grid, same checks) and returns the same shapes.
+    """Tokens from log2(P) stride-2 convolutions (``stem``) and a 1x1 projection ``proj``, in
+    :class:`PatchEmbed`'s place in its forward pass: the same inputs, checks, grid and shapes.
 
     Args: as :class:`PatchEmbed`; ``patch_size`` must be a power of two (at least 2).
     """
@@ -44,14 +44,7 @@ class ConvStem(PatchEmbed):
                 f"a convolutional stem needs a patch size that is a power of two (2, 4, 8, 16), got "
                 f"{patch_size}; set model.patch_size to one or use model.stem=patch"
             )
-        # Widths double up to dim / 2 at the last convolution: 16 -> dim/4 -> dim/2 for P = 4.
+        # Widths double up to dim / 2 at the last convolution: dim/4, then dim/2, for P = 4.
         widths = [max(dim // 2 ** (depth - i), 8) for i in range(depth)]
         self.stem = nn.Sequential(*(conv_bn_relu(c_in, c_out) for c_in, c_out in zip([in_chans, *widths], widths)))
         self.proj = nn.Conv2d(widths[-1], dim, kernel_size=1)
-
-    def forward(self, x: Tensor) -> tuple[Tensor, tuple[int, int]]:
-        """Images [B, C, H, W] -> tokens [B, N, D] in row-major order and the grid (H/P, W/P)."""
-        self.check_input(x)
-        x = self.proj(self.stem(x))  # (B, D, H/P, W/P)
-        grid = (x.shape[2], x.shape[3])
-        return x.flatten(2).transpose(1, 2), grid  # (B, N, D)

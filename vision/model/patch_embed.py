@@ -44,6 +44,7 @@ class PatchEmbed(nn.Module):
         require_patch_grid(self.img_size, patch_size)
         self.grid_size = (self.img_size[0] // patch_size, self.img_size[1] // patch_size)
         self.num_patches = self.grid_size[0] * self.grid_size[1]
+        self.stem: nn.Module = nn.Identity()  # convolutions before the projection (vision.model.conv_stem)
         self.proj = nn.Conv2d(in_chans, dim, kernel_size=patch_size, stride=patch_size)
 
     def check_input(self, x: Tensor) -> None:
@@ -72,6 +73,6 @@ class PatchEmbed(nn.Module):
     def forward(self, x: Tensor) -> tuple[Tensor, tuple[int, int]]:
         """Images [B, C, H, W] -> patch tokens [B, N, D] in row-major order and the grid (H/P, W/P)."""
         self.check_input(x)
-        x = self.proj(x)  # (B, D, H/P, W/P)
+        x = self.proj(self.stem(x))  # (B, D, H/P, W/P)
         grid = (x.shape[2], x.shape[3])
         return x.flatten(2).transpose(1, 2), grid  # (B, N, D)

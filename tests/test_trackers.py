@@ -23,7 +23,7 @@ def loggers(preset: str, output_dir: Path, *overrides: str) -> list:
                       return_hydra_config=True)
         HydraConfig.instance().set_config(cfg)
         try:
-            return build_list(cfg.logger)
+            return build_list(cfg.logger, "logger")
         finally:
             HydraConfig.instance().cfg = None  # type: ignore[assignment]  # as outside a command
 
@@ -60,3 +60,22 @@ def test_a_run_tracked_by_mlflow_is_read_back_through_mlflow(tmp_path: Path) -> 
     assert {"train/loss", "val/acc", "val/loss", "test/acc", "test/acc5"} <= set(metrics)
     history = client.get_metric_history(run.info.run_id, "val/acc")
     assert history and all(0.0 <= point.value <= 1.0 for point in history)
+
+
+def test_a_tracker_whose_package_is_missing_is_one_error_line(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``logger=mlflow`` without MLflow installed: one ``error:`` line naming the entry, the
+    extra that installs it and how to leave it out; exit status 2, no run directory content."""
+    import lightning.pytorch.loggers.mlflow as mlflow_logger
+    from lightning_utilities.core.imports import RequirementCache
+
+    from tests.test_bad_inputs import run_command as run_in_process
+
+    monkeypatch.setattr(mlflow_logger, "_MLFLOW_AVAILABLE", RequirementCache("mlflow-not-installed-here>=1.0"))
+    status = run_in_process("vision.train", [*TINY_VISION_RUN, "logger=mlflow", f"hydra.run.dir={tmp_path / 'run'}"], monkeypatch)
+    lines = capsys.readouterr().err.strip().splitlines()
+    assert status == 2 and len(lines) == 1, lines
+    assert lines[0].startswith("error: logger.mlflow needs a package that is not installed (")
+    assert '.[trackers]' in lines[0] and "~logger.mlflow" in lines[0]
+    assert not (tmp_path / "run" / "checkpoints").exists()

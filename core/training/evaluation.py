@@ -138,8 +138,8 @@ def evaluate(
 
     trainer: pl.Trainer = instantiate(
         cfg.trainer,
-        callbacks=[*build_list(cfg.get("callbacks")), *reports],
-        logger=build_list(cfg.get("logger")) or False,
+        callbacks=[*build_list(cfg.get("callbacks"), "callbacks"), *reports],
+        logger=build_list(cfg.get("logger"), "logger") or False,
         _convert_="all",
     )
     metrics: Metrics = {}

@@ -19,6 +19,7 @@ from typing import Any
 import lightning.pytorch as pl
 import torch
 from filelock import FileLock
+from hydra.errors import InstantiationException
 from hydra.utils import get_class, instantiate
 from omegaconf import DictConfig, OmegaConf
 
@@ -65,11 +66,32 @@ def names_class(path: str, cls: type) -> bool:
         return False
 
 
-def build_list(group: DictConfig | None) -> list[Any]:
-    """Instantiate every ``_target_`` entry of a config group given as a mapping."""
+# Where the packages of a group's optional entries come from (pyproject.toml's extras).
+EXTRAS = {"logger": "pip install -e \".[trackers]\" (MLflow, W&B)"}
+
+
+def build_list(group: DictConfig | None, name: str) -> list[Any]:
+    """Instantiate every ``_target_`` entry of the config group ``name`` given as a mapping. An
+    entry whose package is not installed (``logger=mlflow`` without MLflow) is an
+    :class:`InputError` naming the entry and how to install it or leave it out."""
     if not group:
         return []
-    return [instantiate(entry) for entry in group.values() if entry is not None and "_target_" in entry]
+    built = []
+    for key, entry in group.items():
+        if entry is None or "_target_" not in entry:
+            continue
+        try:
+            built.append(instantiate(entry))
+        except InstantiationException as error:
+            missing = error.__cause__
+            if not isinstance(missing, ImportError):
+                raise
+            install = EXTRAS.get(name, "install the package it names")
+            raise InputError(
+                f"{name}.{key} needs a package that is not installed ({str(missing).splitlines()[0]}); "
+                f"{install}, or leave the entry out with ~{name}.{key}"
+            ) from None
+    return built
 
 
 def scalar_metrics(metrics: dict[str, Any]) -> dict[str, float]:
@@ -157,8 +179,8 @@ def fit_and_test(
     # The Trainer first: Lightning checks its settings (precision, devices, strategy) before any data work.
     trainer: pl.Trainer = instantiate(
         cfg.trainer,
-        callbacks=[*build_list(cfg.get("callbacks")), budget, preemption],
-        logger=build_list(cfg.get("logger")) or False,
+        callbacks=[*build_list(cfg.get("callbacks"), "callbacks"), budget, preemption],
+        logger=build_list(cfg.get("logger"), "logger") or False,
         plugins=[AtomicCheckpointIO()],
         _convert_="all",  # plain dicts for Lightning, e.g. trainer.max_time={minutes: 10}
     )

@@ -3,6 +3,7 @@ warmup + cosine, label smoothing or Mixup/CutMix soft targets, top-1 / top-5 acc
 
 from __future__ import annotations
 
+import inspect
 import logging
 import math
 from collections.abc import Sequence
@@ -35,6 +36,13 @@ from vision.recipe import (
 from vision.model.timm_weights import read_timm_checkpoint
 
 log = logging.getLogger(__name__)
+
+# VisionTransformer's settings with defaults, but the head's class count (the module's own argument).
+NETWORK_DEFAULTS = {
+    name: parameter.default
+    for name, parameter in inspect.signature(VisionTransformer).parameters.items()
+    if parameter.default is not inspect.Parameter.empty and name != "num_classes"
+}
 
 
 def accuracy_metrics(num_classes: int) -> MetricCollection:
@@ -107,6 +115,9 @@ class ImageClassifier(LightningModule):
         # Checkpoints are read with weights_only=True, so hyperparameters must be plain types.
         class_names = [str(name) for name in class_names] if class_names else [str(i) for i in range(num_classes)]
         mean, std, betas = [float(v) for v in mean], [float(v) for v in std], [float(v) for v in betas]
+        # Every network setting is recorded, its default included, so that a default changed later
+        # (upgrade_hyperparameters) does not change what an existing checkpoint rebuilds.
+        model = {**NETWORK_DEFAULTS, **model}
         # An auto drop path builds the stochastic-depth layers at the full rate; the rule scales them.
         full_depth = {"drop_path": FULL_DROP_PATH} if model.get("drop_path") == AUTO else {}
         self.net = VisionTransformer(**{**model, "num_classes": num_classes, **full_depth})
@@ -143,6 +154,15 @@ class ImageClassifier(LightningModule):
             self.train_loss = nn.CrossEntropyLoss()
         self.val_metrics = accuracy_metrics(num_classes).clone(prefix="val/")
         self.test_metrics = accuracy_metrics(num_classes).clone(prefix="test/")
+
+    @staticmethod
+    def upgrade_hyperparameters(hparams: dict[str, Any]) -> dict[str, Any]:
+        """A checkpoint's hyper-parameters in today's terms: a model saved before ``stem``
+        existed has the linear patch embedding (``stem="patch"``; the default is ``conv`` since)."""
+        model = hparams.get("model")
+        if isinstance(model, dict) and "stem" not in model:
+            hparams = {**hparams, "model": {**model, "stem": "patch"}}
+        return hparams
 
     def forward(self, images: Tensor) -> Tensor:
         """Images [B, 3, H, W] -> logits [B, num_classes]."""

@@ -56,6 +56,15 @@ def load_checkpoint(path: str | Path, map_location: str | torch.device = "cpu") 
     return checkpoint
 
 
+def current_hyperparameters(module_class: type, hparams: dict[str, Any]) -> dict[str, Any]:
+    """A checkpoint's ``hyper_parameters`` as ``module_class`` reads them today: the class's
+    optional ``upgrade_hyperparameters(hparams)`` gives a setting added after the checkpoint was
+    written the value it had then (a default that has changed since), so older checkpoints still
+    rebuild the network they trained."""
+    upgrade = getattr(module_class, "upgrade_hyperparameters", None)
+    return upgrade(dict(hparams)) if upgrade is not None else hparams
+
+
 def load_module(module_class: type[ModuleT], path: str | Path, map_location: str | torch.device = "cpu") -> ModuleT:
     """Rebuild a module from a Lightning checkpoint: ``module_class(**hyper_parameters)``, then
     its ``state_dict``; returned in eval mode. Weights that are not finite are refused."""
@@ -68,7 +77,7 @@ def load_module(module_class: type[ModuleT], path: str | Path, map_location: str
         )
     require_finite_weights(checkpoint, path)
     try:
-        module = module_class(**checkpoint["hyper_parameters"])
+        module = module_class(**current_hyperparameters(module_class, checkpoint["hyper_parameters"]))
         module.load_state_dict(checkpoint["state_dict"])
     except (TypeError, RuntimeError) as error:
         raise InputError(
@@ -126,7 +135,7 @@ def require_fit(checkpoint: dict[str, Any], path: str | Path, module: nn.Module,
         return
     kind = type(module).__name__
     fix = "or train without ckpt_path"
-    hparams = checkpoint.get("hyper_parameters") or {}
+    hparams = current_hyperparameters(type(module), checkpoint.get("hyper_parameters") or {})
     own = set(getattr(module, "hparams", {}))
     if own and set(hparams) != own:
         foreign = sorted(set(hparams) - own)

@@ -73,7 +73,10 @@ class HeadModule(Protocol):
     **datamodule.module_kwargs(), **<the other module settings>)``; its constructor calls
     ``save_hyperparameters()``, so a checkpoint alone rebuilds it. Lightning calls the usual
     steps (``training_step``, ``validation_step``, ``test_step``, ``configure_optimizers``) and
-    the steps log ``<stage>/<metric>``, among them the config's ``optimized_metric``.
+    the steps log ``<stage>/<metric>``, among them the config's ``optimized_metric``. A head
+    whose defaults change may add a static ``upgrade_hyperparameters(hparams) -> hparams`` that
+    gives older checkpoints' missing settings their values of then
+    (:func:`core.files.checkpoints.current_hyperparameters`).
     """
 
     net: nn.Module

@@ -60,3 +60,54 @@ def test_bad_stems_are_refused() -> None:
         ConvStem(30, 6, 3, 32)
     with pytest.raises(ValueError, match="stem"):
         VisionTransformer(img_size=16, patch_size=4, dim=32, depth=1, num_heads=2, stem="resnet")
+
+
+def test_timm_weights_are_refused_by_a_conv_stem() -> None:
+    timm = pytest.importorskip("timm")
+    reference = timm.models.vision_transformer.VisionTransformer(
+        img_size=16, patch_size=4, embed_dim=32, depth=1, num_heads=2, num_classes=3
+    )
+    shape = dict(img_size=16, patch_size=4, dim=32, depth=1, num_heads=2, mlp_ratio=4.0, num_classes=3, pos_embed="learned")
+    with pytest.raises(ValueError, match="stem='patch'"):
+        VisionTransformer(**shape, stem="conv").load_timm_state_dict(reference.state_dict())
+    assert VisionTransformer(**shape, stem="patch").load_timm_state_dict(reference.state_dict()) == []
+
+
+def test_from_scratch_presets_have_the_conv_stem_and_timm_presets_the_patch_embedding() -> None:
+    from hydra import compose, initialize_config_module
+
+    with initialize_config_module(config_module="conf", version_base=None):
+        stems = {
+            preset: compose(config_name="vision", overrides=[f"model={preset}"]).model.stem
+            for preset in ("vit_tiny", "vit_small", "vit_base", "vit_tiny_patch16_224", "vit_small_patch16_224")
+        }
+        cifar = compose(config_name="vision", overrides=["experiment=cifar10_vit"]).model.stem
+    assert stems == {
+        "vit_tiny": "conv", "vit_small": "conv", "vit_base": "conv",
+        "vit_tiny_patch16_224": "patch", "vit_small_patch16_224": "patch",
+    }
+    assert cifar == "patch"  # Lee et al.'s recipe keeps its linear patch embedding
+
+
+def test_a_checkpoint_from_before_the_stem_option_rebuilds_its_patch_embedding(tmp_path) -> None:
+    """A checkpoint whose model settings predate ``stem`` (the default then: the linear patch
+    embedding) loads with that embedding, and resuming it into today's default names the stem."""
+    from core.errors import InputError
+    from core.files.checkpoints import load_module, require_fit
+    from tests.vision.vision_testdata import tiny_model_kwargs
+    from vision.module import ImageClassifier
+
+    old = ImageClassifier(model=tiny_model_kwargs(stem="patch"), num_classes=3)
+    hparams = dict(old.hparams)
+    hparams["model"] = {key: value for key, value in hparams["model"].items() if key != "stem"}
+    checkpoint = {"hyper_parameters": hparams, "state_dict": old.state_dict()}
+    torch.save(checkpoint, tmp_path / "old.ckpt")
+    loaded = load_module(ImageClassifier, tmp_path / "old.ckpt")
+    assert type(loaded.net.patch_embed) is PatchEmbed
+    images = torch.randn(2, 3, 16, 16)
+    with torch.no_grad():
+        torch.testing.assert_close(loaded(images), old.eval()(images))
+    today = ImageClassifier(model=tiny_model_kwargs(), num_classes=3)
+    assert isinstance(today.net.patch_embed, ConvStem)
+    with pytest.raises(InputError, match="model.stem is 'patch' there and 'conv' here.*model.stem='patch'"):
+        require_fit(checkpoint, tmp_path / "old.ckpt", today, tiny_model_kwargs())

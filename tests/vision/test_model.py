@@ -131,7 +131,7 @@ def test_sincos_positions_are_fixed_and_not_saved() -> None:
 
 def test_head_of_another_class_count_is_left_fresh() -> None:
     reference = randomize(timm_cifar(num_classes=1000))
-    ours = VisionTransformer(img_size=32, patch_size=4, num_classes=7, dim=48, depth=2, num_heads=3, pos_embed="learned")
+    ours = VisionTransformer(img_size=32, patch_size=4, num_classes=7, dim=48, depth=2, num_heads=3, pos_embed="learned", stem="patch")
     head_before = ours.head.weight.clone()
     assert ours.load_timm_state_dict(reference.state_dict()) == ["head.weight", "head.bias"]
     assert torch.equal(ours.head.weight, head_before)
@@ -139,10 +139,10 @@ def test_head_of_another_class_count_is_left_fresh() -> None:
 
 
 def test_mismatched_architecture_is_refused() -> None:
-    shallower = VisionTransformer(img_size=32, patch_size=4, dim=48, depth=1, num_heads=3, pos_embed="learned")
+    shallower = VisionTransformer(img_size=32, patch_size=4, dim=48, depth=1, num_heads=3, pos_embed="learned", stem="patch")
     with pytest.raises(ValueError, match=r"does not fit.*unexpected \['encoder.layers.1.attn.proj.bias'"):
         shallower.load_timm_state_dict(timm_cifar().state_dict())
-    narrower = VisionTransformer(img_size=32, patch_size=4, dim=24, depth=2, num_heads=3, pos_embed="learned")
+    narrower = VisionTransformer(img_size=32, patch_size=4, dim=24, depth=2, num_heads=3, pos_embed="learned", stem="patch")
     with pytest.raises(ValueError, match=r"does not fit.*other shapes \['cls_token'"):
         narrower.load_timm_state_dict(timm_cifar().state_dict())
 

@@ -81,7 +81,7 @@ def test_pretrained_timm_checkpoint_is_loaded_when_fitting_starts(tmp_path: Path
     timm_model = TimmViT(img_size=16, patch_size=4, embed_dim=32, depth=2, num_heads=2, mlp_ratio=2.0, num_classes=1000)
     path = tmp_path / "timm_vit.pth"
     torch.save({"state_dict": timm_model.state_dict()}, path)
-    module = classifier(pretrained=str(path), model=tiny_model_kwargs(pos_embed="learned"))
+    module = classifier(pretrained=str(path), model=tiny_model_kwargs(pos_embed="learned", stem="patch"))
     assert not torch.equal(module.net.pos_embed, timm_model.pos_embed)  # nothing is read at construction
     module.setup("fit")
     torch.testing.assert_close(module.net.pos_embed, timm_model.pos_embed)

@@ -100,6 +100,7 @@ def timm_config(model: nn.Module) -> dict[str, Any]:
         "norm_eps": block.norm1.eps,
         "drop_path": 0.0,
         "dynamic_img_size": model.dynamic_img_size,
+        "stem": "patch",
     }
 
 

@@ -28,8 +28,9 @@ class VisionTransformer(nn.Module):
     layers, ``y = LN(z_L^0)`` and a linear head.
 
     The defaults are the ``vit_tiny`` preset (``conf/model/vit_tiny.yaml``, the ViT baseline for
-    32px images of Lee et al. 2021 with fixed 2D sin-cos positions) with a ten-class head;
-    :meth:`from_timm` builds timm's layout (a learned positional table).
+    32px images of Lee et al. 2021 with fixed 2D sin-cos positions and a convolutional stem) with a
+    ten-class head; :meth:`from_timm` builds timm's layout (a learned positional table, the linear
+    patch embedding).
 
     Args:
         img_size: training image size (int or (height, width)).
@@ -56,8 +57,10 @@ class VisionTransformer(nn.Module):
         weight_init: ``timm`` (truncated normal, timm's default) or ``mimetic`` (the same, then
             each self-attention layer set by :func:`core.initialization.mimetic_init_`: a token
             starts by attending to its neighbours, as in trained ViTs).
-        stem: ``patch`` (Eq. 1's linear patch embedding; timm's) or ``conv`` (a convolutional stem
-            down to the same grid, :class:`vision.model.conv_stem.ConvStem`, Xiao et al. 2021).
+        stem: ``conv`` (a convolutional stem down to the same grid,
+            :class:`vision.model.conv_stem.ConvStem`, Xiao et al. 2021: ahead of the linear
+            embedding from scratch on every set measured, docs/decisions.md) or ``patch`` (Eq. 1's
+            linear patch embedding; timm's, needed for timm weights).
     """
 
     def __init__(
@@ -81,7 +84,7 @@ class VisionTransformer(nn.Module):
         norm_eps: float = 1e-6,
         dynamic_img_size: bool = False,
         weight_init: str = "timm",
-        stem: str = "patch",
+        stem: str = "conv",
     ) -> None:
         super().__init__()
         require_pool(pool, pos_embed, class_token)
@@ -197,6 +200,11 @@ class VisionTransformer(nn.Module):
         if self.pos_embed_kind != "learned" and "pos_embed" in state_dict:
             raise ValueError(
                 "timm checkpoints carry a learned pos_embed; build the model with pos_embed='learned'"
+            )
+        if not isinstance(self.patch_embed.stem, nn.Identity):
+            raise ValueError(
+                "timm checkpoints carry a linear patch embedding; build the model with stem='patch' "
+                "(model.stem=patch)"
             )
         converted = convert_timm_state_dict(state_dict, self.patch_embed.grid_size, self.num_prefix_tokens)
         own = self.state_dict()

@@ -15,20 +15,24 @@ from typing import Any
 ORDER = ("vit", "seq2seq", "decoding")
 
 
-def latest_results(path: Path) -> dict[str, dict[str, Any]]:
-    """The last result of each benchmark in the file."""
+def read_results(path: Path) -> list[dict[str, Any]]:
+    """Every result object of a JSONL file written with ``--append``, in the file's order."""
     if not path.is_file():
         raise FileNotFoundError(f"results file {path} does not exist; write one with `--append {path}`")
-    latest: dict[str, dict[str, Any]] = {}
+    results = []
     for number, line in enumerate(path.read_text().splitlines(), start=1):
         if not line.strip():
             continue
         try:
-            result = json.loads(line)
+            results.append(json.loads(line))
         except json.JSONDecodeError as error:
             raise ValueError(f"{path}:{number} is not a JSON object ({error}); remove the line") from error
-        latest[result["benchmark"]] = result
-    return latest
+    return results
+
+
+def latest_results(path: Path) -> dict[str, dict[str, Any]]:
+    """The last result of each benchmark in the file."""
+    return {result["benchmark"]: result for result in read_results(path)}
 
 
 def table(header: Iterable[str], rows: Iterable[Iterable[Any]]) -> str:

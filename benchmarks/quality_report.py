@@ -1,0 +1,376 @@
+"""The quality and speed tables and figures of the docs, regenerated from the result files.
+
+    python -m benchmarks.quality_report                     # writes docs/results.md and docs/figures/*.png
+    python -m benchmarks.quality_report --check             # exit 1 if docs/results.md is out of date
+
+Reads every ``quality_vision*.jsonl`` and ``quality_nmt*.jsonl`` of ``--results`` (the lines the
+quality scripts append with ``--append``; the tuning logs, which have another form, are skipped).
+For each run (data set or corpus, budget, seed, contender) the latest line wins, so a re-run
+replaces its earlier figure and the history stays in the files. The plain loop's figure at a budget
+is its best peak rate there ("best of the rates tried"); figures are means over seeds with their
+range. The vision CLI's rows are named by the patch embedding they trained with (the convolutional
+stem is the default since it was measured on four sets; rows recorded before carry
+``stem: patch`` or ``+ model.stem=conv``); a row with any other override is a lever under test and
+is left to the decisions page.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+from collections import defaultdict
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from benchmarks.report import read_results, table
+from core.files.atomic import atomic_path
+
+RESULTS = Path(__file__).parent / "results"
+DOCS = Path(__file__).parent.parent / "docs"
+PAGE = "results.md"
+FIGURES = "figures"
+
+LOOP = "plain timm loop (best rate)"
+DEFAULTS = "vision.train defaults"
+PATCH = "vision.train defaults, linear patch embedding"
+VISION_ORDER = (LOOP, PATCH, DEFAULTS)
+NMT_LOOP = "plain nn.Transformer loop"
+
+
+@dataclass(frozen=True)
+class Run:
+    """One training run's figures: ``budget`` is ``("epochs", E)`` or ``("minutes", M)``."""
+
+    data: str
+    budget: tuple[str, float]
+    seed: int
+    contender: str
+    score: float
+    speed: float | None
+    batch: int | None
+    time: str
+    rate: float | None = None
+
+
+def read_lines(paths: Iterable[Path], benchmark: str) -> list[dict[str, Any]]:
+    """The result objects of ``benchmark`` in the files, oldest first (by their ``env.time``)."""
+    results = [result for path in paths for result in read_results(path) if result.get("benchmark") == benchmark]
+    return sorted(results, key=lambda result: result["env"]["time"])
+
+
+def budget_of(row: Mapping[str, Any]) -> tuple[str, float]:
+    return ("minutes", float(row["minutes"])) if "minutes" in row else ("epochs", float(row["epochs"]))
+
+
+def vision_contender(row: Mapping[str, Any], settings: Mapping[str, Any]) -> str:
+    """The row's line in the tables: the loop, the defaults by their patch embedding, or a lever
+    under test (any other override) as ``<those defaults> + <overrides>``."""
+    name = row["contender"]
+    if name.startswith("plain timm loop"):
+        return LOOP
+    extras = [part.strip() for part in name.split(" + ")[1:]]
+    stems = [extra.split("=", 1)[1] for extra in extras if extra.startswith("model.stem=")]
+    stem = stems[-1] if stems else settings.get("model", {}).get("stem", "patch")
+    base = DEFAULTS if stem == "conv" else PATCH
+    levers = [extra for extra in extras if not extra.startswith("model.stem=")]
+    return " + ".join([base, *levers])
+
+
+def vision_runs(results: Iterable[Mapping[str, Any]]) -> list[Run]:
+    """The latest run of each (data, budget, seed, contender, loop rate)."""
+    latest: dict[tuple, Run] = {}
+    for result in results:
+        settings = result.get("settings", {})
+        for row in result["rows"]:
+            contender = vision_contender(row, settings)
+            rate = row.get("lr", settings.get("plain_loop", {}).get("lr")) if contender == LOOP else None
+            run = Run(
+                row["data"], budget_of(row), int(row.get("seed", 0)), contender, 100 * row["test_acc"],
+                row.get("images_per_second"), row.get("batch"), result["env"]["time"], rate,
+            )
+            latest[(run.data, run.budget, run.seed, run.contender, rate)] = run
+    return list(latest.values())
+
+
+def nmt_runs(results: Iterable[Mapping[str, Any]]) -> list[Run]:
+    """The latest run of each (corpus, minutes, contender); lines from before corpora were named
+    are skipped."""
+    latest: dict[tuple, Run] = {}
+    for result in results:
+        for row in result["rows"]:
+            if "corpus" not in row:
+                continue
+            run = Run(
+                row["corpus"], budget_of(row), int(row.get("seed", 0)), row["contender"], row["bleu"],
+                row.get("train_tokens_per_second"), None, result["env"]["time"],
+            )
+            latest[(run.data, run.budget, run.seed, run.contender)] = run
+    return list(latest.values())
+
+
+def best_rate(runs: Iterable[Run]) -> list[Run]:
+    """Per (data, budget, seed, contender), the run of the best score over the loop's rates."""
+    best: dict[tuple, Run] = {}
+    for run in runs:
+        key = (run.data, run.budget, run.seed, run.contender)
+        if key not in best or run.score > best[key].score:
+            best[key] = run
+    return list(best.values())
+
+
+@dataclass(frozen=True)
+class Cell:
+    """A contender's figure at one budget: mean, range and count over seeds."""
+
+    mean: float
+    low: float
+    high: float
+    seeds: int
+    speed: float | None
+    batch: int | None
+
+    def __str__(self) -> str:
+        spread = f" ({self.low:.1f}-{self.high:.1f}, {self.seeds} seeds)" if self.seeds > 1 else ""
+        return f"{self.mean:.1f}{spread}"
+
+
+def cells(runs: Iterable[Run]) -> dict[tuple[str, tuple[str, float], str], Cell]:
+    """(data, budget, contender) -> the figure over its seeds."""
+    groups: dict[tuple, list[Run]] = defaultdict(list)
+    for run in runs:
+        groups[(run.data, run.budget, run.contender)].append(run)
+    out = {}
+    for key, group in groups.items():
+        scores = [run.score for run in group]
+        speeds = [run.speed for run in group if run.speed]
+        batches = {run.batch for run in group}
+        out[key] = Cell(
+            statistics.mean(scores), min(scores), max(scores), len(scores),
+            statistics.median(speeds) if speeds else None, batches.pop() if len(batches) == 1 else None,
+        )
+    return out
+
+
+def budget_label(budget: tuple[str, float]) -> str:
+    unit, length = budget
+    return f"{length:g} {'ep' if unit == 'epochs' else 'min'}"
+
+
+def speed_ratio(ours: Cell | None, theirs: Cell | None) -> float | None:
+    """The defaults' speed over the loop's, only at an equal batch (a smaller batch costs speed
+    by design: more optimizer steps)."""
+    if ours is None or theirs is None or not ours.speed or not theirs.speed or ours.batch != theirs.batch:
+        return None
+    return ours.speed / theirs.speed
+
+
+def ratio(ours: Cell | None, theirs: Cell | None) -> str | None:
+    value = speed_ratio(ours, theirs)
+    return None if value is None else f"{value:.2f}x"
+
+
+def lead(ours: Cell | None, theirs: Cell | None) -> str | None:
+    return None if ours is None or theirs is None else f"{ours.mean - theirs.mean:+.1f}"
+
+
+def comparison_table(
+    figures: Mapping[tuple, Cell], order: tuple[str, ...], ours: str, loop: str, unit: str
+) -> str:
+    """One row per (data, budget): each contender's figure, the lead of ``ours`` over ``loop`` and
+    their speed ratio."""
+    keys = sorted({(data, budget) for data, budget, _ in figures}, key=lambda key: (key[0], key[1]))
+    rows = []
+    for data, budget in keys:
+        mine, theirs = figures.get((data, budget, ours)), figures.get((data, budget, loop))
+        contenders = [figures.get((data, budget, name)) for name in order]
+        rows.append([data, budget_label(budget), *contenders, lead(mine, theirs), ratio(mine, theirs)])
+    header = ["data", "budget", *(f"{name}, {unit}" for name in order), "lead", "speed ratio"]
+    return table(header, rows)
+
+
+def lever_table(runs: list[Run]) -> str:
+    """The effect of each lever (a run of the defaults with overrides) against the defaults it
+    changes, at the same data, budget and seeds (the seeds both have); the linear patch embedding
+    counts as a lever of the defaults (conv stem)."""
+    by_key = {(run.data, run.budget, run.contender, run.seed): run for run in runs}
+    rows = []
+    for data, budget, name in sorted({(run.data, run.budget, run.contender) for run in runs}):
+        if name in (LOOP, DEFAULTS):
+            continue
+        base = DEFAULTS if name == PATCH else name.split(" + ")[0]
+        lever = "model.stem=patch" if name == PATCH else name[len(base) + 3 :]
+        seeds = [seed for (d, b, n, seed) in by_key if (d, b, n) == (data, budget, name) and (d, b, base, seed) in by_key]
+        if seeds:
+            both = cells([by_key[(data, budget, contender, seed)] for seed in seeds for contender in (name, base)])
+            mine, theirs = both[(data, budget, name)], both[(data, budget, base)]
+            rows.append((lever, data, budget, theirs, mine, lead(mine, theirs)))
+    rows.sort(key=lambda row: row[:3])
+    return table(
+        ["lever", "data", "budget", "defaults, test acc %", "with the lever, test acc %", "effect"],
+        [[lever, data, budget_label(budget), *rest] for lever, data, budget, *rest in rows],
+    )
+
+
+def plot_quality(figures: Mapping[tuple, Cell], order: tuple[str, ...], ylabel: str, path: Path) -> None:
+    """One panel per data set and budget unit: each contender's mean (line) and seed range (bar)
+    against the budget."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    from matplotlib.ticker import NullLocator
+
+    panels = sorted({(data, budget[0]) for data, budget, _ in figures})
+    fig, axes = plt.subplots(1, len(panels), figsize=(3.4 * len(panels), 3.2), squeeze=False)
+    for ax, (data, unit) in zip(axes[0], panels):
+        for name in order:
+            points = sorted(
+                (budget[1], cell) for (d, budget, n), cell in figures.items() if (d, budget[0], n) == (data, unit, name)
+            )
+            if not points:
+                continue
+            x = [length for length, _ in points]
+            y = [cell.mean for _, cell in points]
+            errors = [[cell.mean - cell.low for _, cell in points], [cell.high - cell.mean for _, cell in points]]
+            ax.errorbar(x, y, yerr=errors, marker="o", capsize=3, label=name)
+        lengths = sorted({budget[1] for d, budget, _ in figures if (d, budget[0]) == (data, unit)})
+        ax.set_xscale("log")
+        ax.set_xticks(lengths, [f"{length:g}" for length in lengths])
+        ax.xaxis.set_minor_locator(NullLocator())
+        ax.set_xlim(lengths[0] / 1.5, lengths[-1] * 1.5)
+        ax.set_title(data)
+        ax.set_xlabel(unit)
+        ax.set_ylabel(ylabel)
+        ax.grid(alpha=0.3)
+    handles: dict[str, Any] = {}  # one legend entry per contender, from whichever panel has it
+    for ax in axes[0]:
+        for handle, label in zip(*ax.get_legend_handles_labels()):
+            handles.setdefault(label, handle)
+    fig.legend(list(handles.values()), list(handles), loc="lower center", ncol=len(handles), fontsize="small")
+    fig.tight_layout(rect=(0, 0.1, 1, 1))
+    with atomic_path(path) as tmp:
+        fig.savefig(tmp, dpi=110, metadata={"Software": None})
+    plt.close(fig)
+
+
+def plot_speed(rows: list[tuple[str, float]], path: Path) -> None:
+    """Horizontal bars: the CLI's training speed over its loop's, one bar per run."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(6, 0.3 * len(rows) + 1.2))
+    ax.barh([label for label, _ in rows], [value for _, value in rows], color="tab:blue")
+    ax.axvline(1.0, color="black", linewidth=1)
+    ax.set_xlabel("CLI speed / loop speed (training items/s)")
+    ax.invert_yaxis()
+    fig.tight_layout()
+    with atomic_path(path) as tmp:
+        fig.savefig(tmp, dpi=110, metadata={"Software": None})
+    plt.close(fig)
+
+
+def speed_rows(figures: Mapping[tuple, Cell], ours: str, loop: str, prefix: str) -> list[tuple[str, float]]:
+    rows = []
+    for data, budget, name in sorted(figures):
+        value = speed_ratio(figures[(data, budget, name)], figures.get((data, budget, loop)))
+        if name == ours and value is not None:
+            rows.append((f"{prefix}{data}, {budget_label(budget)}", value))
+    return rows
+
+
+def render(results_dir: Path, figures_dir: Path | None) -> str:
+    """The page's Markdown; with ``figures_dir``, the figures are written there too."""
+    vision_best = best_rate(vision_runs(read_lines(sorted(results_dir.glob("quality_vision*.jsonl")), "quality_vision")))
+    vision = cells(vision_best)
+    nmt = cells(nmt_runs(read_lines(sorted(results_dir.glob("quality_nmt*.jsonl")), "quality_nmt")))
+    nmt_order = tuple(sorted({name for _, _, name in nmt}, key=lambda name: name == NMT_LOOP, reverse=True))
+    nmt_ours = next((name for name in nmt_order if name != NMT_LOOP), "")
+    if figures_dir is not None:
+        if vision:
+            plot_quality(vision, VISION_ORDER, "test accuracy (%)", figures_dir / "vision_quality.png")  # levers: the table only
+        if nmt:
+            plot_quality(nmt, nmt_order, "test BLEU", figures_dir / "translation_quality.png")
+        speeds = speed_rows(vision, DEFAULTS, LOOP, "vision ") + speed_rows(nmt, nmt_ours, NMT_LOOP, "translation ")
+        if speeds:
+            plot_speed(speeds, figures_dir / "speed_ratios.png")
+    main_lines = {key: cell for key, cell in vision.items() if key[2] in VISION_ORDER}
+    return PAGE_TEMPLATE.format(
+        vision=comparison_table(main_lines, VISION_ORDER, DEFAULTS, LOOP, "test acc %") if vision else "(no results)",
+        levers=lever_table(vision_best) if vision else "(no results)",
+        nmt=comparison_table(nmt, nmt_order, nmt_ours, NMT_LOOP, "BLEU") if nmt else "(no results)",
+    )
+
+
+PAGE_TEMPLATE = """\
+# Results: the defaults against the plain loops
+
+<!-- Generated by `python -m benchmarks.quality_report` from benchmarks/results/quality_*.jsonl; do not edit. -->
+
+Every figure is the latest run of its kind in the result files (`benchmarks/results/`), written by
+`python -m benchmarks.quality_vision` and `python -m benchmarks.quality_nmt` with `--append`; the
+commands, machines and settings of each run are in its line there and in
+[BENCHMARKS.md](../BENCHMARKS.md#quality-of-the-defaults-on-real-data-cpu). The plain loop's figure
+is its best peak rate at that budget; a figure over several seeds is their mean (range, seeds).
+"lead" is the defaults' figure minus the loop's; the speed ratio is the defaults' training
+images/s (tokens/s) over the loop's, medians over seeds, where both trained at the same batch
+(the vision defaults take batches of 32 on a short budget of a small set, the loop 64). What was tried and why the defaults are
+what they are: [Decisions](decisions.md).
+
+## Vision Transformer
+
+CPU model pinned on both sides (width 128, depth 4, 4 heads, MLP ratio 2, patch 4). Digits and
+MNIST are the small sets (1,258 and 3,500 training images), `cluttered-digits` and `glyphs` the
+60,000-image proving grounds of `python -m benchmarks.proving_grounds`.
+
+![Test accuracy against budget](figures/vision_quality.png)
+
+{vision}
+
+### Levers
+
+Each lever is the defaults with one change (`--cli-extra OVERRIDE`), at the same data, budget
+and seeds as the defaults' figure beside it; "effect" is the difference of the means.
+
+{levers}
+
+## Translation
+
+`nlp.train model=transformer_mini` against a plain `torch.nn.Transformer` loop at equal minutes.
+
+![Test BLEU against minutes](figures/translation_quality.png)
+
+{nmt}
+
+## Speed
+
+![Speed ratios](figures/speed_ratios.png)
+"""
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--results", type=Path, default=RESULTS, help="folder of the quality_*.jsonl files")
+    parser.add_argument("--docs", type=Path, default=DOCS, help="where results.md and figures/ are written")
+    parser.add_argument("--check", action="store_true", help="only compare docs/results.md with the results")
+    args = parser.parse_args(argv)
+    if args.check:
+        page = render(args.results, None)
+        current = (args.docs / PAGE).read_text() if (args.docs / PAGE).is_file() else ""
+        if current != page:
+            print(f"{args.docs / PAGE} is out of date; run python -m benchmarks.quality_report", file=sys.stderr)
+            return 1
+        return 0
+    page = render(args.results, args.docs / FIGURES)
+    with atomic_path(args.docs / PAGE) as tmp:
+        tmp.write_text(page)
+    print(f"wrote {args.docs / PAGE} and {args.docs / FIGURES}/")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

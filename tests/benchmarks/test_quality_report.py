@@ -1,0 +1,95 @@
+"""benchmarks.quality_report: the docs' results page is regenerated from the result files (and
+is up to date with them), the latest run wins, the loop keeps its best rate, seeds are averaged,
+speed is compared only at an equal batch, levers are set against the defaults they change, and
+the figures are written."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from benchmarks import quality_report
+from benchmarks.quality_report import DEFAULTS, LOOP, PATCH
+
+
+def vision_line(time: str, rows: list[dict], stem: str = "patch") -> str:
+    return json.dumps({
+        "benchmark": "quality_vision", "env": {"time": time},
+        "settings": {"model": {"stem": stem}, "plain_loop": {"lr": 0.002}}, "rows": rows,
+    })
+
+
+def row(contender: str, acc: float, seed: int = 0, speed: float = 100.0, batch: int = 128, **extra) -> dict:
+    return {"data": "glyphs", "epochs": 3, "seed": seed, "contender": contender, "test_acc": acc,
+            "images_per_second": speed, "batch": batch, **extra}
+
+
+def write_results(folder: Path) -> None:
+    folder.mkdir()
+    (folder / "quality_vision_a.jsonl").write_text("\n".join([
+        vision_line("2026-01-01T00:00:00", [row("vision.train defaults", 0.10), row("plain timm loop", 0.20, lr=0.002)]),
+        # a re-run of the linear-patch defaults replaces the first; a lever under test is left out
+        vision_line("2026-01-02T00:00:00", [row("vision.train defaults", 0.30, speed=90.0)]),
+        vision_line("2026-01-02T00:00:01", [row("vision.train defaults + model.weight_init=mimetic", 0.99)]),
+    ]) + "\n")
+    (folder / "quality_vision_b.jsonl").write_text("\n".join([
+        vision_line("2026-01-03T00:00:00", [row("plain timm loop", 0.25, lr=0.004), row("plain timm loop", 0.05, lr=0.001)]),
+        vision_line("2026-01-03T00:00:01", [row("vision.train defaults + model.stem=conv", 0.40, seed=0, speed=80.0)]),
+        vision_line("2026-01-04T00:00:00", [row("vision.train defaults", 0.60, seed=1, speed=120.0, batch=64)], stem="conv"),
+    ]) + "\n")
+    (folder / "quality_vision_tuning.jsonl").write_text(json.dumps({"command": "a tuning log line"}) + "\n")
+    (folder / "quality_nmt.jsonl").write_text(json.dumps({
+        "benchmark": "quality_nmt", "env": {"time": "2026-01-01T00:00:00"},
+        "rows": [
+            {"corpus": "toy", "minutes": 8.0, "contender": "nlp.train (transformer_mini)", "bleu": 20.0, "train_tokens_per_second": 300.0},
+            {"corpus": "toy", "minutes": 8.0, "contender": "plain nn.Transformer loop", "bleu": 5.0, "train_tokens_per_second": 200.0},
+            {"minutes": 8.0, "contender": "plain nn.Transformer loop", "bleu": 1.0},  # before corpora were named
+        ],
+    }) + "\n")
+
+
+def test_tables_take_the_latest_run_the_loops_best_rate_and_the_mean_of_seeds(tmp_path: Path) -> None:
+    write_results(tmp_path / "results")
+    page = quality_report.render(tmp_path / "results", tmp_path / "figures")
+    vision_row = next(line for line in page.splitlines() if line.startswith("| glyphs | 3 ep |"))
+    cells = [cell.strip() for cell in vision_row.strip("|").split("|")]
+    assert cells[2] == "25.0"  # the loop's best of its rates 1e-3, 2e-3, 4e-3
+    assert cells[3] == "30.0"  # the later linear-patch run, not the first
+    assert cells[4] == "50.0 (40.0-60.0, 2 seeds)"  # conv stem: the override of seed 0, the default of seed 1
+    assert cells[5] == "+25.0"
+    assert cells[6] == "-"  # batches 128 and 64 among the seeds: no speed ratio
+    assert "99" not in vision_row  # a lever is not the defaults
+    levers = [line for line in page.splitlines() if line.startswith("| model.")]
+    assert levers == [  # each against the defaults it changes, on the seeds both have
+        "| model.stem=patch | glyphs | 3 ep | 40.0 | 30.0 | -10.0 |",
+        "| model.weight_init=mimetic | glyphs | 3 ep | 30.0 | 99.0 | +69.0 |",
+    ]
+    nmt_row = next(line for line in page.splitlines() if line.startswith("| toy | 8 min |"))
+    assert [cell.strip() for cell in nmt_row.strip("|").split("|")][2:] == ["5.0", "20.0", "+15.0", "1.50x"]
+    for name in ("vision_quality.png", "translation_quality.png", "speed_ratios.png"):
+        assert (tmp_path / "figures" / name).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_contenders_are_named_by_their_patch_embedding() -> None:
+    settings = {"model": {"stem": "patch"}}
+    assert quality_report.vision_contender({"contender": "plain timm loop"}, settings) == LOOP
+    assert quality_report.vision_contender({"contender": "vision.train defaults"}, settings) == PATCH
+    assert quality_report.vision_contender({"contender": "vision.train defaults"}, {"model": {"stem": "conv"}}) == DEFAULTS
+    assert quality_report.vision_contender({"contender": "vision.train defaults + model.stem=conv"}, settings) == DEFAULTS
+    assert quality_report.vision_contender({"contender": "vision.train defaults"}, {}) == PATCH  # before stems existed
+    assert quality_report.vision_contender({"contender": "vision.train defaults + data.hflip=0"}, settings) == f"{PATCH} + data.hflip=0"
+    lever = {"contender": "vision.train defaults + model.stem=conv + +callbacks.ema.decay=0.99"}
+    assert quality_report.vision_contender(lever, settings) == f"{DEFAULTS} + +callbacks.ema.decay=0.99"
+
+
+def test_the_docs_results_page_is_up_to_date_with_the_result_files() -> None:
+    assert quality_report.main(["--check"]) == 0, "run python -m benchmarks.quality_report"
+
+
+def test_check_fails_on_a_stale_page(tmp_path: Path) -> None:
+    write_results(tmp_path / "results")
+    (tmp_path / "docs").mkdir()
+    (tmp_path / "docs" / "results.md").write_text("a stale page\n")
+    assert quality_report.main(["--results", str(tmp_path / "results"), "--docs", str(tmp_path / "docs"), "--check"]) == 1
+    assert quality_report.main(["--results", str(tmp_path / "results"), "--docs", str(tmp_path / "docs")]) == 0
+    assert quality_report.main(["--results", str(tmp_path / "results"), "--docs", str(tmp_path / "docs"), "--check"]) == 0

@@ -89,7 +89,8 @@ def vision_runs(results: Iterable[Mapping[str, Any]]) -> list[Run]:
             rate = row.get("lr", settings.get("plain_loop", {}).get("lr")) if contender == LOOP else None
             run = Run(
                 row["data"], budget_of(row), int(row.get("seed", 0)), contender, 100 * row["test_acc"],
-                row.get("images_per_second"), row.get("batch"), result["env"]["time"], rate,
+                None if result["env"].get("shared_machine") else row.get("images_per_second"),  # speed of a shared machine is no figure
+                row.get("batch"), result["env"]["time"], rate,
             )
             latest[(run.data, run.budget, run.seed, run.contender, rate)] = run
     return list(latest.values())

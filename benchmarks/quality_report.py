@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from benchmarks.report import read_results, table
+from benchmarks.report import length_of, read_results, table
 from core.files.atomic import atomic_path
 
 RESULTS = Path(__file__).parent / "results"
@@ -61,10 +61,6 @@ def read_lines(paths: Iterable[Path], benchmark: str) -> list[dict[str, Any]]:
     return sorted(results, key=lambda result: result["env"]["time"])
 
 
-def budget_of(row: Mapping[str, Any]) -> tuple[str, float]:
-    return ("minutes", float(row["minutes"])) if "minutes" in row else ("epochs", float(row["epochs"]))
-
-
 def vision_contender(row: Mapping[str, Any], settings: Mapping[str, Any]) -> str:
     """The row's line in the tables: the loop, the defaults by their patch embedding, or a lever
     under test (any other override) as ``<those defaults> + <overrides>``."""
@@ -88,7 +84,7 @@ def vision_runs(results: Iterable[Mapping[str, Any]]) -> list[Run]:
             contender = vision_contender(row, settings)
             rate = row.get("lr", settings.get("plain_loop", {}).get("lr")) if contender == LOOP else None
             run = Run(
-                row["data"], budget_of(row), int(row.get("seed", 0)), contender, 100 * row["test_acc"],
+                row["data"], length_of(row), int(row.get("seed", 0)), contender, 100 * row["test_acc"],
                 None if result["env"].get("shared_machine") else row.get("images_per_second"),  # speed of a shared machine is no figure
                 row.get("batch"), result["env"]["time"], rate,
             )
@@ -105,7 +101,7 @@ def nmt_runs(results: Iterable[Mapping[str, Any]]) -> list[Run]:
             if "corpus" not in row:
                 continue
             run = Run(
-                row["corpus"], budget_of(row), int(row.get("seed", 0)), row["contender"], row["bleu"],
+                row["corpus"], length_of(row), int(row.get("seed", 0)), row["contender"], row["bleu"],
                 row.get("train_tokens_per_second"), None, result["env"]["time"],
             )
             latest[(run.data, run.budget, run.seed, run.contender)] = run

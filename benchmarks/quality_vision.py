@@ -71,6 +71,7 @@ from torchvision.datasets import ImageFolder
 
 from benchmarks import digits_data, proving_grounds
 from benchmarks.common import environment, run_training_cli, table_result
+from benchmarks.report import length_of
 from core.files.checkpoints import load_checkpoint
 from core.training.throughput import SKIP_BATCHES
 from vision.data.datamodule import usable_cpus
@@ -260,11 +261,6 @@ def run_plain(
     if seconds is not None:
         result.update(planned_steps=planned, steps_per_second_measured=pace)
     return result
-
-
-def length_of(row: dict[str, Any]) -> tuple[str, float]:
-    """How long a row's run was: ``("epochs", E)`` or ``("minutes", M)``."""
-    return ("minutes", row["minutes"]) if "minutes" in row else ("epochs", row["epochs"])
 
 
 def run_key(row: dict[str, Any]) -> tuple[str, float, int]:

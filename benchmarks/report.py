@@ -35,6 +35,11 @@ def latest_results(path: Path) -> dict[str, dict[str, Any]]:
     return {result["benchmark"]: result for result in read_results(path)}
 
 
+def length_of(row: Mapping[str, Any]) -> tuple[str, float]:
+    """How long a quality row's run was: ``("epochs", E)`` or ``("minutes", M)``."""
+    return ("minutes", row["minutes"]) if "minutes" in row else ("epochs", row["epochs"])
+
+
 def table(header: Iterable[str], rows: Iterable[Iterable[Any]]) -> str:
     header = list(header)
     lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]

@@ -3,7 +3,6 @@ warmup + cosine, label smoothing or Mixup/CutMix soft targets, top-1 / top-5 acc
 
 from __future__ import annotations
 
-import inspect
 import logging
 import math
 from collections.abc import Sequence
@@ -24,6 +23,7 @@ from core import warmup_cosine
 from core.constraints import AUTO
 from core.training.budget import RunPlan, run_plan, stepping_bound, steps_per_epoch
 from core.errors import InputError
+from core.files.checkpoints import constructor_defaults
 from core.regularization import DropPath
 from vision.model import VisionTransformer
 from vision.recipe import (
@@ -38,11 +38,7 @@ from vision.model.timm_weights import read_timm_checkpoint
 log = logging.getLogger(__name__)
 
 # VisionTransformer's settings with defaults, but the head's class count (the module's own argument).
-NETWORK_DEFAULTS = {
-    name: parameter.default
-    for name, parameter in inspect.signature(VisionTransformer).parameters.items()
-    if parameter.default is not inspect.Parameter.empty and name != "num_classes"
-}
+NETWORK_DEFAULTS = {name: value for name, value in constructor_defaults(VisionTransformer).items() if name != "num_classes"}
 
 
 def accuracy_metrics(num_classes: int) -> MetricCollection:

@@ -113,6 +113,16 @@ def outline(checkpoint: dict[str, Any]) -> dict[str, Any]:
     }
 
 
+def constructor_defaults(cls: type) -> dict[str, Any]:
+    """The arguments of ``cls`` that have defaults, with them: what a network was built with for
+    each setting its model section left out."""
+    return {
+        name: parameter.default
+        for name, parameter in inspect.signature(cls).parameters.items()
+        if parameter.default is not inspect.Parameter.empty
+    }
+
+
 UNSET = object()
 
 
@@ -145,12 +155,7 @@ def require_fit(checkpoint: dict[str, Any], path: str | Path, module: nn.Module,
             f"a {kind} has not: {listed or 'none'}); resume from a checkpoint of a run of this command {fix}"
         )
     # A setting a checkpoint does not record was the network class's default when it was written.
-    network = getattr(module, "net", module)
-    defaults = {
-        name: parameter.default
-        for name, parameter in inspect.signature(type(network)).parameters.items()
-        if parameter.default is not inspect.Parameter.empty
-    }
+    defaults = constructor_defaults(type(getattr(module, "net", module)))
     written = {**defaults, **(hparams.get("model") if isinstance(hparams.get("model"), dict) else {})}
     model = {**defaults, **model}
     keys = [*model, *(key for key in written if key not in model)]  # in the config's order

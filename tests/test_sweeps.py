@@ -5,12 +5,14 @@ from __future__ import annotations
 
 import csv
 import json
+import logging
 from pathlib import Path
 
 import pytest
 import yaml
 from hydra import compose, initialize_config_dir
 
+from core.training.optuna_logs import OptunaLogs
 from core.training.trials import trial_rows, write_table
 from tests.command_runs import ROOT, TINY_VISION_RUN, run_command
 
@@ -32,6 +34,19 @@ def test_each_head_has_a_search_laid_over_a_per_trial_budget(head: str, directio
     assert set(sweeper.params) == searched
     assert (cfg.trainer.max_time, cfg.trainer.max_epochs) == ("00:00:10:00", -1)
     assert cfg.hydra.callbacks.trials_table._target_ == "core.training.trials.TrialsTable"
+    assert cfg.hydra.callbacks.optuna_logs._target_ == "core.training.optuna_logs.OptunaLogs"
+
+
+def test_optunas_lines_go_through_the_sweeps_logging_warnings_only(caplog: pytest.LogCaptureFixture) -> None:
+    optuna = pytest.importorskip("optuna")
+    OptunaLogs().on_multirun_start(config=None)
+    with caplog.at_level(logging.INFO):
+        optuna.create_study(study_name="quiet")  # logs "A new study created ..." at INFO
+        optuna.logging.get_logger("optuna.study").warning("a trial could not be recorded")
+    assert [record.getMessage() for record in caplog.records if record.name.startswith("optuna")] == [
+        "a trial could not be recorded"
+    ]
+    assert optuna.logging._default_handler not in logging.getLogger("optuna").handlers  # no second copy on stderr
 
 
 def test_the_trials_table_has_each_jobs_settings_and_metrics(tmp_path: Path) -> None:
@@ -63,10 +78,11 @@ def test_the_trials_table_has_each_jobs_settings_and_metrics(tmp_path: Path) -> 
 def test_a_vision_search_runs_its_trials_and_writes_the_best_and_the_table(tmp_path: Path) -> None:
     pytest.importorskip("hydra_plugins.hydra_optuna_sweeper")
     sweep_dir = tmp_path / "sweep"
-    run_command(
+    output = run_command(
         "vision.train", "hparams_search=vision_optuna", *TINY_VISION_RUN, "trainer.max_steps=2", "logger=csv",
         "hydra.sweeper.n_trials=3", f"hydra.sweep.dir={sweep_dir}",
     )
+    assert output.count("Study name: vision") == 1 and "A new study created" not in output  # said once, by the sweeper
     assert sorted(path.name for path in sweep_dir.iterdir() if path.is_dir()) == ["0", "1", "2"]
     results = yaml.safe_load((sweep_dir / "optimization_results.yaml").read_text())
     with (sweep_dir / "trials.csv").open() as file:

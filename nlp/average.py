@@ -61,6 +61,17 @@ def check_compatible(reference: dict[str, Any], reference_path: Path, checkpoint
             )
 
 
+def require_finite(checkpoint: dict[str, Any], path: Path) -> None:
+    """Refuse a checkpoint with a NaN or infinite weight (written as a run diverged): it would make
+    every averaged weight it touches non-finite."""
+    for name, tensor in checkpoint["state_dict"].items():
+        if tensor.is_floating_point() and not bool(tensor.isfinite().all()):
+            raise InputError(
+                f"parameter {name!r} of checkpoint {path} holds NaN or infinite values (the run had diverged "
+                "when it was written); leave that checkpoint out and average the ones before it"
+            )
+
+
 def average_checkpoints(paths: list[Path]) -> dict[str, Any]:
     """The last checkpoint of ``paths`` with each floating-point ``state_dict`` tensor replaced by
     its mean over all of them; the checkpoints are read one at a time."""
@@ -69,6 +80,7 @@ def average_checkpoints(paths: list[Path]) -> dict[str, Any]:
     if not paths:
         raise InputError("no checkpoints to average; pass one or more .ckpt files")
     first = training_checkpoint(paths[0])
+    require_finite(first, paths[0])
     sums = {
         name: tensor.to(torch.float64, copy=True)
         for name, tensor in first["state_dict"].items()
@@ -78,6 +90,7 @@ def average_checkpoints(paths: list[Path]) -> dict[str, Any]:
     for path in paths[1:]:
         last = training_checkpoint(path)
         check_compatible(first, paths[0], last, path)
+        require_finite(last, path)
         for name, total in sums.items():
             total += last["state_dict"][name].double()
     state_dict = dict(last["state_dict"])

@@ -126,3 +126,21 @@ def test_mismatched_checkpoints_are_refused(
     assert error.startswith("error: checkpoint") and "missing.ckpt does not exist" in error
     assert len(error.splitlines()) == 1
     assert not (tmp_path / "avg.ckpt").exists()
+
+
+def test_a_checkpoint_with_non_finite_weights_is_refused_and_nothing_is_written(
+    recent: list[Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    checkpoint = load_checkpoint(recent[1])
+    state = dict(checkpoint["state_dict"])
+    state["net.encoder.layers.0.mlp.fc1.bias"] = state["net.encoder.layers.0.mlp.fc1.bias"].clone()
+    state["net.encoder.layers.0.mlp.fc1.bias"][0] = float("nan")
+    diverged = tmp_path / "diverged.ckpt"
+    torch.save({**checkpoint, "state_dict": state}, diverged)
+    with pytest.raises(SystemExit) as exit_info:
+        average.main([str(recent[0]), str(diverged), "--out", str(tmp_path / "avg.ckpt")])
+    assert exit_info.value.code == 2
+    error = capsys.readouterr().err
+    assert error.startswith("error: parameter 'net.encoder.layers.0.mlp.fc1.bias' of checkpoint") and "diverged.ckpt" in error
+    assert "leave that checkpoint out" in error and len(error.splitlines()) == 1
+    assert not (tmp_path / "avg.ckpt").exists()

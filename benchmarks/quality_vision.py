@@ -62,6 +62,7 @@ from typing import Any
 import timm
 import torch
 from hydra import compose, initialize_config_dir
+from omegaconf import OmegaConf
 from timm.loss import LabelSmoothingCrossEntropy
 from timm.optim import create_optimizer_v2
 from timm.scheduler import CosineLRScheduler
@@ -145,9 +146,18 @@ def run_cli(
     return {
         "test_acc": metrics["test/acc"], "train_seconds": metrics["fit_seconds"], "wall_seconds": wall,
         "images_per_second": metrics["train_samples_per_second"],
-        "batch": load_checkpoint(run_dir / "checkpoints" / "last.ckpt")["ImageFolderDataModule"]["train_batch_size"],
+        "batch": train_batch(run_dir),
         "steps": metrics["optimizer_steps"],
     }
+
+
+def train_batch(run_dir: Path) -> int:
+    """The training batch of a CLI run: the one ``data.batch_size=auto`` chose (kept in the
+    checkpoint), else the one its config fixed."""
+    chosen = load_checkpoint(run_dir / "checkpoints" / "last.ckpt").get("ImageFolderDataModule", {})
+    if "train_batch_size" in chosen:
+        return int(chosen["train_batch_size"])
+    return int(OmegaConf.load(run_dir / ".hydra" / "config.yaml").data.batch_size)
 
 
 def plain_model(model: dict[str, Any], num_classes: int) -> torch.nn.Module:

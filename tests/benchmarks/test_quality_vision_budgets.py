@@ -83,3 +83,17 @@ def test_minutes_rows_show_minutes_and_steps_and_one_rate_looks_as_before() -> N
 def test_bad_budgets_are_refused(argv: list[str]) -> None:
     with pytest.raises(SystemExit):
         quality_vision.parse_args(argv)
+
+
+@pytest.mark.parametrize(("checkpoint", "config_batch", "expected"), [
+    ({"ImageFolderDataModule": {"train_batch_size": 128}}, "auto", 128),  # chosen by the rule, kept in the checkpoint
+    ({"state_dict": {}}, 64, 64),  # a fixed data.batch_size: no rule state, the config's
+])
+def test_a_cli_runs_batch_comes_from_its_rule_or_its_config(
+    tmp_path: Path, checkpoint: dict, config_batch: object, expected: int
+) -> None:
+    (tmp_path / "checkpoints").mkdir()
+    torch.save(checkpoint, tmp_path / "checkpoints" / "last.ckpt")
+    (tmp_path / ".hydra").mkdir()
+    (tmp_path / ".hydra" / "config.yaml").write_text(f"data:\n  batch_size: {config_batch}\n")
+    assert quality_vision.train_batch(tmp_path) == expected

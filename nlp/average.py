@@ -24,8 +24,9 @@ SHARED_HYPERPARAMETERS = ("model", "tokenizer")
 
 
 def training_checkpoint(path: Path) -> dict[str, Any]:
-    """A checkpoint written by a training run, read as plain data (``weights_only``)."""
-    from core.files.checkpoints import load_checkpoint  # torch: after the arguments are read
+    """A checkpoint written by a training run, read as plain data (``weights_only``); one whose
+    weights are not finite (written as its run diverged) is refused."""
+    from core.files.checkpoints import load_checkpoint, require_finite_weights  # torch: after the arguments are read
 
     checkpoint = load_checkpoint(path)
     missing = {"hyper_parameters", "state_dict"} - checkpoint.keys()
@@ -34,6 +35,7 @@ def training_checkpoint(path: Path) -> dict[str, Any]:
             f"checkpoint {path} lacks {sorted(missing)}; pass checkpoints written by python -m nlp.train "
             "(checkpoints/recent-step*.ckpt, last.ckpt or the best one)"
         )
+    require_finite_weights(checkpoint, path)
     return checkpoint
 
 
@@ -61,17 +63,6 @@ def check_compatible(reference: dict[str, Any], reference_path: Path, checkpoint
             )
 
 
-def require_finite(checkpoint: dict[str, Any], path: Path) -> None:
-    """Refuse a checkpoint with a NaN or infinite weight (written as a run diverged): it would make
-    every averaged weight it touches non-finite."""
-    for name, tensor in checkpoint["state_dict"].items():
-        if tensor.is_floating_point() and not bool(tensor.isfinite().all()):
-            raise InputError(
-                f"parameter {name!r} of checkpoint {path} holds NaN or infinite values (the run had diverged "
-                "when it was written); leave that checkpoint out and average the ones before it"
-            )
-
-
 def average_checkpoints(paths: list[Path]) -> dict[str, Any]:
     """The last checkpoint of ``paths`` with each floating-point ``state_dict`` tensor replaced by
     its mean over all of them; the checkpoints are read one at a time."""
@@ -80,7 +71,6 @@ def average_checkpoints(paths: list[Path]) -> dict[str, Any]:
     if not paths:
         raise InputError("no checkpoints to average; pass one or more .ckpt files")
     first = training_checkpoint(paths[0])
-    require_finite(first, paths[0])
     sums = {
         name: tensor.to(torch.float64, copy=True)
         for name, tensor in first["state_dict"].items()
@@ -90,7 +80,6 @@ def average_checkpoints(paths: list[Path]) -> dict[str, Any]:
     for path in paths[1:]:
         last = training_checkpoint(path)
         check_compatible(first, paths[0], last, path)
-        require_finite(last, path)
         for name, total in sums.items():
             total += last["state_dict"][name].double()
     state_dict = dict(last["state_dict"])

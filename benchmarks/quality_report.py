@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from benchmarks.proving_grounds import DEFAULT_COUNTS, SETS
 from benchmarks.report import length_of, read_results, table
 from core.files.atomic import atomic_path
 
@@ -75,6 +76,16 @@ def vision_contender(row: Mapping[str, Any], settings: Mapping[str, Any]) -> str
     return " + ".join([base, *levers])
 
 
+def vision_data(row: Mapping[str, Any], settings: Mapping[str, Any]) -> str:
+    """The row's data set; a proving ground built with other than its default training images
+    (``--ground-counts``) is another set, named with its count: ``cluttered-digits (50,000)``."""
+    name = row["data"]
+    train = settings.get("images", {}).get(name, {}).get("train")
+    if name in SETS and train is not None and train != DEFAULT_COUNTS["train"]:
+        return f"{name} ({train:,})"
+    return name
+
+
 def vision_runs(results: Iterable[Mapping[str, Any]]) -> list[Run]:
     """The latest run of each (data, budget, seed, contender, loop rate)."""
     latest: dict[tuple, Run] = {}
@@ -84,7 +95,7 @@ def vision_runs(results: Iterable[Mapping[str, Any]]) -> list[Run]:
             contender = vision_contender(row, settings)
             rate = row.get("lr", settings.get("plain_loop", {}).get("lr")) if contender == LOOP else None
             run = Run(
-                row["data"], length_of(row), int(row.get("seed", 0)), contender, 100 * row["test_acc"],
+                vision_data(row, settings), length_of(row), int(row.get("seed", 0)), contender, 100 * row["test_acc"],
                 None if result["env"].get("shared_machine") else row.get("images_per_second"),  # speed of a shared machine is no figure
                 row.get("batch"), result["env"]["time"], rate,
             )
@@ -322,7 +333,8 @@ what they are: [Decisions](decisions.md).
 
 CPU model pinned on both sides (width 128, depth 4, 4 heads, MLP ratio 2, patch 4). Digits and
 MNIST are the small sets (1,258 and 3,500 training images), `cluttered-digits` and `glyphs` the
-60,000-image proving grounds of `python -m benchmarks.proving_grounds`.
+60,000-image proving grounds of `python -m benchmarks.proving_grounds` (a count in brackets: the
+set built with that many training images, `--ground-counts`).
 
 ![Test accuracy against budget](figures/vision_quality.png)
 

@@ -93,3 +93,14 @@ def test_check_fails_on_a_stale_page(tmp_path: Path) -> None:
     assert quality_report.main(["--results", str(tmp_path / "results"), "--docs", str(tmp_path / "docs"), "--check"]) == 1
     assert quality_report.main(["--results", str(tmp_path / "results"), "--docs", str(tmp_path / "docs")]) == 0
     assert quality_report.main(["--results", str(tmp_path / "results"), "--docs", str(tmp_path / "docs"), "--check"]) == 0
+
+
+def test_a_proving_ground_of_another_size_is_its_own_set() -> None:
+    def settings(train: int) -> dict:
+        return {"images": {"cluttered-digits": {"train": train, "val": 5000, "test": 10000}}}
+
+    ground = {"data": "cluttered-digits"}
+    assert quality_report.vision_data(ground, settings(60_000)) == "cluttered-digits"
+    assert quality_report.vision_data(ground, settings(50_000)) == "cluttered-digits (50,000)"
+    assert quality_report.vision_data(ground, {}) == "cluttered-digits"  # lines from before counts were recorded
+    assert quality_report.vision_data({"data": "digits"}, {"images": {"digits": {"train": 1258}}}) == "digits"

@@ -8,10 +8,12 @@ quality scripts append with ``--append``; the tuning logs, which have another fo
 For each run (data set or corpus, budget, seed, contender) the latest line wins, so a re-run
 replaces its earlier figure and the history stays in the files. The plain loop's figure at a budget
 is its best peak rate there ("best of the rates tried"); figures are means over seeds with their
-range. The vision CLI's rows are named by the patch embedding they trained with (the convolutional
-stem is the default since it was measured on four sets; rows recorded before carry
-``stem: patch`` or ``+ model.stem=conv``); a row with any other override is a lever under test and
-is left to the decisions page.
+range. The vision CLI's rows are named by the recipe they trained with: the patch embedding (the
+convolutional stem is the default since it was measured on four sets; rows recorded before carry
+``stem: patch`` or ``+ model.stem=conv``) and the warmup cap (``budget.max_warmup_fraction``,
+recorded in each row since the cap of ``conf/vision.yaml`` moved from 0.1 to 0.3; rows without it
+ran with 0.1). A recipe other than today's defaults is a lever of them: the table of levers sets
+each against the defaults it changes, on the seeds both have.
 """
 
 from __future__ import annotations
@@ -25,7 +27,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from omegaconf import OmegaConf
+
 from benchmarks.proving_grounds import DEFAULT_COUNTS, SETS
+from benchmarks.quality_vision import CONF
 from benchmarks.report import length_of, read_results, table
 from core.files.atomic import atomic_path
 
@@ -37,8 +42,15 @@ FIGURES = "figures"
 LOOP = "plain timm loop (best rate)"
 DEFAULTS = "vision.train defaults"
 PATCH = "vision.train defaults, linear patch embedding"
-VISION_ORDER = (LOOP, PATCH, DEFAULTS)
 NMT_LOOP = "plain nn.Transformer loop"
+STEM = "model.stem="
+WARMUP_CAP = "budget.max_warmup_fraction="
+LEGACY_WARMUP_CAP = 0.1  # conf/vision.yaml's cap when a row did not record its own
+
+
+def default_warmup_cap() -> float:
+    """Today's ``budget.max_warmup_fraction`` of ``conf/vision.yaml``."""
+    return float(OmegaConf.load(CONF / "vision.yaml").budget.max_warmup_fraction)
 
 
 @dataclass(frozen=True)
@@ -54,6 +66,18 @@ class Run:
     batch: int | None
     time: str
     rate: float | None = None
+    base: str | None = None
+    lever: str | None = None
+
+
+@dataclass(frozen=True)
+class Contender:
+    """A row's line in the tables; a recipe other than today's defaults also names the defaults
+    it changes (``base``) and how (``lever``)."""
+
+    name: str
+    base: str | None = None
+    lever: str | None = None
 
 
 def read_lines(paths: Iterable[Path], benchmark: str) -> list[dict[str, Any]]:
@@ -62,18 +86,32 @@ def read_lines(paths: Iterable[Path], benchmark: str) -> list[dict[str, Any]]:
     return sorted(results, key=lambda result: result["env"]["time"])
 
 
-def vision_contender(row: Mapping[str, Any], settings: Mapping[str, Any]) -> str:
-    """The row's line in the tables: the loop, the defaults by their patch embedding, or a lever
-    under test (any other override) as ``<those defaults> + <overrides>``."""
+def recipe(stem: str, cap: float, default_cap: float) -> str:
+    """The defaults by their patch embedding, and by their warmup cap where it is not today's."""
+    base = DEFAULTS if stem == "conv" else PATCH
+    return base if cap == default_cap else f"{base}, warmup cap {cap:g}"
+
+
+def vision_contender(row: Mapping[str, Any], settings: Mapping[str, Any], default_cap: float) -> Contender:
+    """The row's line in the tables: the loop, the defaults by their recipe (patch embedding and
+    warmup cap), or a lever under test (any other override) as ``<those defaults> + <overrides>``."""
     name = row["contender"]
     if name.startswith("plain timm loop"):
-        return LOOP
+        return Contender(LOOP)
     extras = [part.strip() for part in name.split(" + ")[1:]]
-    stems = [extra.split("=", 1)[1] for extra in extras if extra.startswith("model.stem=")]
+    stems = [extra[len(STEM) :] for extra in extras if extra.startswith(STEM)]
     stem = stems[-1] if stems else settings.get("model", {}).get("stem", "patch")
-    base = DEFAULTS if stem == "conv" else PATCH
-    levers = [extra for extra in extras if not extra.startswith("model.stem=")]
-    return " + ".join([base, *levers])
+    caps = [float(extra[len(WARMUP_CAP) :]) for extra in extras if extra.startswith(WARMUP_CAP)]
+    cap = float(row.get("max_warmup_fraction", caps[-1] if caps else LEGACY_WARMUP_CAP))
+    own = recipe(stem, cap, default_cap)
+    levers = [extra for extra in extras if not extra.startswith((STEM, WARMUP_CAP))]
+    if levers:
+        return Contender(" + ".join([own, *levers]), own, " + ".join(levers))
+    if stem != "conv":
+        return Contender(own, recipe("conv", cap, default_cap), f"{STEM}{stem}")
+    if cap != default_cap:
+        return Contender(own, DEFAULTS, f"{WARMUP_CAP}{cap:g}")
+    return Contender(DEFAULTS)
 
 
 def vision_data(row: Mapping[str, Any], settings: Mapping[str, Any]) -> str:
@@ -86,18 +124,18 @@ def vision_data(row: Mapping[str, Any], settings: Mapping[str, Any]) -> str:
     return name
 
 
-def vision_runs(results: Iterable[Mapping[str, Any]]) -> list[Run]:
+def vision_runs(results: Iterable[Mapping[str, Any]], default_cap: float) -> list[Run]:
     """The latest run of each (data, budget, seed, contender, loop rate)."""
     latest: dict[tuple, Run] = {}
     for result in results:
         settings = result.get("settings", {})
         for row in result["rows"]:
-            contender = vision_contender(row, settings)
-            rate = row.get("lr", settings.get("plain_loop", {}).get("lr")) if contender == LOOP else None
+            contender = vision_contender(row, settings, default_cap)
+            rate = row.get("lr", settings.get("plain_loop", {}).get("lr")) if contender.name == LOOP else None
             run = Run(
-                vision_data(row, settings), length_of(row), int(row.get("seed", 0)), contender, 100 * row["test_acc"],
+                vision_data(row, settings), length_of(row), int(row.get("seed", 0)), contender.name, 100 * row["test_acc"],
                 None if result["env"].get("shared_machine") else row.get("images_per_second"),  # speed of a shared machine is no figure
-                row.get("batch"), result["env"]["time"], rate,
+                row.get("batch"), result["env"]["time"], rate, contender.base, contender.lever,
             )
             latest[(run.data, run.budget, run.seed, run.contender, rate)] = run
     return list(latest.values())
@@ -200,26 +238,30 @@ def comparison_table(
 
 
 def lever_table(runs: list[Run]) -> str:
-    """The effect of each lever (a run of the defaults with overrides) against the defaults it
-    changes, at the same data, budget and seeds (the seeds both have); the linear patch embedding
-    counts as a lever of the defaults (conv stem)."""
+    """The effect of each lever (a recipe other than today's defaults: an override, the linear
+    patch embedding, another warmup cap) against the defaults it changes, at the same data, budget
+    and seeds (the seeds both have)."""
     by_key = {(run.data, run.budget, run.contender, run.seed): run for run in runs}
+    levers = {(run.data, run.budget, run.contender): (run.base, run.lever) for run in runs if run.lever is not None}
     rows = []
-    for data, budget, name in sorted({(run.data, run.budget, run.contender) for run in runs}):
-        if name in (LOOP, DEFAULTS):
-            continue
-        base = DEFAULTS if name == PATCH else name.split(" + ")[0]
-        lever = "model.stem=patch" if name == PATCH else name[len(base) + 3 :]
+    for (data, budget, name), (base, lever) in levers.items():
         seeds = [seed for (d, b, n, seed) in by_key if (d, b, n) == (data, budget, name) and (d, b, base, seed) in by_key]
         if seeds:
             both = cells([by_key[(data, budget, contender, seed)] for seed in seeds for contender in (name, base)])
             mine, theirs = both[(data, budget, name)], both[(data, budget, base)]
-            rows.append((lever, data, budget, theirs, mine, lead(mine, theirs)))
-    rows.sort(key=lambda row: row[:3])
+            rows.append((lever, base, data, budget, theirs, mine, lead(mine, theirs)))
+    rows.sort(key=lambda row: row[:4])
     return table(
-        ["lever", "data", "budget", "defaults, test acc %", "with the lever, test acc %", "effect"],
-        [[lever, data, budget_label(budget), *rest] for lever, data, budget, *rest in rows],
+        ["lever", "changes", "data", "budget", "those defaults, test acc %", "with the lever, test acc %", "effect"],
+        [[lever, base, data, budget_label(budget), *rest] for lever, base, data, budget, *rest in rows],
     )
+
+
+def vision_order(figures: Mapping[tuple, Cell]) -> tuple[str, ...]:
+    """The main table's columns: the loop, each recipe of the defaults other than today's
+    (without levers), today's defaults."""
+    others = sorted({name for _, _, name in figures if name not in (LOOP, DEFAULTS) and " + " not in name})
+    return (LOOP, *others, DEFAULTS)
 
 
 def plot_quality(figures: Mapping[tuple, Cell], order: tuple[str, ...], ylabel: str, path: Path) -> None:
@@ -291,24 +333,28 @@ def speed_rows(figures: Mapping[tuple, Cell], ours: str, loop: str, prefix: str)
     return rows
 
 
-def render(results_dir: Path, figures_dir: Path | None) -> str:
-    """The page's Markdown; with ``figures_dir``, the figures are written there too."""
-    vision_best = best_rate(vision_runs(read_lines(sorted(results_dir.glob("quality_vision*.jsonl")), "quality_vision")))
+def render(results_dir: Path, figures_dir: Path | None, default_cap: float | None = None) -> str:
+    """The page's Markdown; with ``figures_dir``, the figures are written there too.
+    ``default_cap``: today's vision warmup cap (default: ``conf/vision.yaml``'s)."""
+    cap = default_warmup_cap() if default_cap is None else default_cap
+    lines = read_lines(sorted(results_dir.glob("quality_vision*.jsonl")), "quality_vision")
+    vision_best = best_rate(vision_runs(lines, cap))
     vision = cells(vision_best)
+    order = vision_order(vision)
     nmt = cells(nmt_runs(read_lines(sorted(results_dir.glob("quality_nmt*.jsonl")), "quality_nmt")))
     nmt_order = tuple(sorted({name for _, _, name in nmt}, key=lambda name: name == NMT_LOOP, reverse=True))
     nmt_ours = next((name for name in nmt_order if name != NMT_LOOP), "")
     if figures_dir is not None:
         if vision:
-            plot_quality(vision, VISION_ORDER, "test accuracy (%)", figures_dir / "vision_quality.png")  # levers: the table only
+            plot_quality(vision, order, "test accuracy (%)", figures_dir / "vision_quality.png")  # levers: the table only
         if nmt:
             plot_quality(nmt, nmt_order, "test BLEU", figures_dir / "translation_quality.png")
         speeds = speed_rows(vision, DEFAULTS, LOOP, "vision ") + speed_rows(nmt, nmt_ours, NMT_LOOP, "translation ")
         if speeds:
             plot_speed(speeds, figures_dir / "speed_ratios.png")
-    main_lines = {key: cell for key, cell in vision.items() if key[2] in VISION_ORDER}
+    main_lines = {key: cell for key, cell in vision.items() if key[2] in order}
     return PAGE_TEMPLATE.format(
-        vision=comparison_table(main_lines, VISION_ORDER, DEFAULTS, LOOP, "test acc %") if vision else "(no results)",
+        vision=comparison_table(main_lines, order, DEFAULTS, LOOP, "test acc %") if vision else "(no results)",
         levers=lever_table(vision_best) if vision else "(no results)",
         nmt=comparison_table(nmt, nmt_order, nmt_ours, NMT_LOOP, "BLEU") if nmt else "(no results)",
     )
@@ -334,7 +380,8 @@ what they are: [Decisions](decisions.md).
 CPU model pinned on both sides (width 128, depth 4, 4 heads, MLP ratio 2, patch 4). Digits and
 MNIST are the small sets (1,258 and 3,500 training images), `cluttered-digits` and `glyphs` the
 60,000-image proving grounds of `python -m benchmarks.proving_grounds` (a count in brackets: the
-set built with that many training images, `--ground-counts`).
+set built with that many training images, `--ground-counts`). A column "warmup cap 0.1" holds the
+defaults as they were before their warmup cap (`budget.max_warmup_fraction`) moved to 0.3.
 
 ![Test accuracy against budget](figures/vision_quality.png)
 
@@ -342,8 +389,10 @@ set built with that many training images, `--ground-counts`).
 
 ### Levers
 
-Each lever is the defaults with one change (`--cli-extra OVERRIDE`), at the same data, budget
-and seeds as the defaults' figure beside it; "effect" is the difference of the means.
+Each lever is a recipe other than today's defaults: an override (`--cli-extra OVERRIDE`), the
+linear patch embedding or the earlier warmup cap, set against the defaults it changes
+("changes"; a lever measured before the cap moved changes the defaults with the cap of 0.1) at
+the same data, budget and seeds; "effect" is the difference of the means.
 
 {levers}
 

@@ -132,7 +132,7 @@ def run_cli(
 ) -> dict[str, float]:
     """``python -m vision.train`` on the image folder for ``epochs`` (or, given ``minutes``, for
     that wall-clock time: ``trainer.max_time``, no epoch bound); its ``metrics.json`` figures and
-    the training batch it chose."""
+    the training batch it chose, and the warmup cap its config held."""
     if minutes is None:
         budget = [f"trainer.max_epochs={epochs}"]
     else:
@@ -148,6 +148,7 @@ def run_cli(
         "images_per_second": metrics["train_samples_per_second"],
         "batch": train_batch(run_dir),
         "steps": metrics["optimizer_steps"],
+        "max_warmup_fraction": float(OmegaConf.load(run_dir / ".hydra" / "config.yaml").budget.max_warmup_fraction),
     }
 
 

@@ -5,11 +5,12 @@ the figures are written."""
 
 from __future__ import annotations
 
+import functools
 import json
 from pathlib import Path
 
 from benchmarks import quality_report
-from benchmarks.quality_report import DEFAULTS, LOOP, PATCH
+from benchmarks.quality_report import DEFAULTS, LOOP, PATCH, Contender
 
 
 def vision_line(time: str, rows: list[dict], stem: str = "patch") -> str:
@@ -50,7 +51,7 @@ def write_results(folder: Path) -> None:
 
 def test_tables_take_the_latest_run_the_loops_best_rate_and_the_mean_of_seeds(tmp_path: Path) -> None:
     write_results(tmp_path / "results")
-    page = quality_report.render(tmp_path / "results", tmp_path / "figures")
+    page = quality_report.render(tmp_path / "results", tmp_path / "figures", default_cap=0.1)  # the lines' cap
     vision_row = next(line for line in page.splitlines() if line.startswith("| glyphs | 3 ep |"))
     cells = [cell.strip() for cell in vision_row.strip("|").split("|")]
     assert cells[2] == "25.0"  # the loop's best of its rates 1e-3, 2e-3, 4e-3
@@ -61,8 +62,8 @@ def test_tables_take_the_latest_run_the_loops_best_rate_and_the_mean_of_seeds(tm
     assert "99" not in vision_row  # a lever is not the defaults
     levers = [line for line in page.splitlines() if line.startswith("| model.")]
     assert levers == [  # each against the defaults it changes, on the seeds both have
-        "| model.stem=patch | glyphs | 3 ep | 40.0 | 30.0 | -10.0 |",
-        "| model.weight_init=mimetic | glyphs | 3 ep | 30.0 | 99.0 | +69.0 |",
+        f"| model.stem=patch | {DEFAULTS} | glyphs | 3 ep | 40.0 | 30.0 | -10.0 |",
+        f"| model.weight_init=mimetic | {PATCH} | glyphs | 3 ep | 30.0 | 99.0 | +69.0 |",
     ]
     nmt_row = next(line for line in page.splitlines() if line.startswith("| toy | 8 min |"))
     assert [cell.strip() for cell in nmt_row.strip("|").split("|")][2:] == ["5.0", "20.0", "+15.0", "1.50x"]
@@ -71,15 +72,54 @@ def test_tables_take_the_latest_run_the_loops_best_rate_and_the_mean_of_seeds(tm
 
 
 def test_contenders_are_named_by_their_patch_embedding() -> None:
+    def name(row: dict, settings: dict) -> str:
+        return quality_report.vision_contender(row, settings, default_cap=0.1).name
+
     settings = {"model": {"stem": "patch"}}
-    assert quality_report.vision_contender({"contender": "plain timm loop"}, settings) == LOOP
-    assert quality_report.vision_contender({"contender": "vision.train defaults"}, settings) == PATCH
-    assert quality_report.vision_contender({"contender": "vision.train defaults"}, {"model": {"stem": "conv"}}) == DEFAULTS
-    assert quality_report.vision_contender({"contender": "vision.train defaults + model.stem=conv"}, settings) == DEFAULTS
-    assert quality_report.vision_contender({"contender": "vision.train defaults"}, {}) == PATCH  # before stems existed
-    assert quality_report.vision_contender({"contender": "vision.train defaults + data.hflip=0"}, settings) == f"{PATCH} + data.hflip=0"
+    assert name({"contender": "plain timm loop"}, settings) == LOOP
+    assert name({"contender": "vision.train defaults"}, settings) == PATCH
+    assert name({"contender": "vision.train defaults"}, {"model": {"stem": "conv"}}) == DEFAULTS
+    assert name({"contender": "vision.train defaults + model.stem=conv"}, settings) == DEFAULTS
+    assert name({"contender": "vision.train defaults"}, {}) == PATCH  # before stems existed
+    assert name({"contender": "vision.train defaults + data.hflip=0"}, settings) == f"{PATCH} + data.hflip=0"
     lever = {"contender": "vision.train defaults + model.stem=conv + +callbacks.ema.decay=0.99"}
-    assert quality_report.vision_contender(lever, settings) == f"{DEFAULTS} + +callbacks.ema.decay=0.99"
+    assert name(lever, settings) == f"{DEFAULTS} + +callbacks.ema.decay=0.99"
+
+
+def test_contenders_are_named_by_their_warmup_cap_and_set_against_the_defaults_they_change() -> None:
+    conv = {"model": {"stem": "conv"}}
+    contender = functools.partial(quality_report.vision_contender, default_cap=0.3)
+    today = {"contender": "vision.train defaults", "max_warmup_fraction": 0.3}
+    assert contender(today, conv) == Contender(DEFAULTS)
+    before = contender({"contender": "vision.train defaults"}, conv)  # no cap recorded: 0.1, the cap of its time
+    assert before == Contender(f"{DEFAULTS}, warmup cap 0.1", DEFAULTS, "budget.max_warmup_fraction=0.1")
+    # the lever that became the default is the default; a lever measured before names its own defaults
+    assert contender({"contender": "vision.train defaults + budget.max_warmup_fraction=0.3"}, conv) == Contender(DEFAULTS)
+    old_lever = contender({"contender": "vision.train defaults + model.layer_scale=1e-4"}, conv)
+    assert old_lever == Contender(f"{DEFAULTS}, warmup cap 0.1 + model.layer_scale=1e-4", f"{DEFAULTS}, warmup cap 0.1", "model.layer_scale=1e-4")
+    patch = contender({"contender": "vision.train defaults"}, {"model": {"stem": "patch"}})
+    assert patch == Contender(f"{PATCH}, warmup cap 0.1", f"{DEFAULTS}, warmup cap 0.1", "model.stem=patch")
+
+
+def test_the_defaults_before_a_change_of_recipe_are_a_lever_of_todays(tmp_path: Path) -> None:
+    folder = tmp_path / "results"
+    folder.mkdir()
+    (folder / "quality_vision.jsonl").write_text("\n".join([
+        vision_line("2026-01-01T00:00:00", [row("vision.train defaults", acc, seed=seed) for seed, acc in ((0, 0.40), (1, 0.50))], stem="conv"),
+        vision_line("2026-01-01T00:00:01", [row("vision.train defaults + model.layer_scale=1e-4", 0.45)], stem="conv"),
+        vision_line("2026-01-02T00:00:00", [row("vision.train defaults", 0.70, max_warmup_fraction=0.3)], stem="conv"),
+        vision_line("2026-01-02T00:00:01", [row("plain timm loop", 0.20, lr=0.002)]),
+    ]) + "\n")
+    page = quality_report.render(folder, None, default_cap=0.3)
+    header = next(line for line in page.splitlines() if line.startswith("| data | budget |"))
+    assert f"| {LOOP}, test acc % | {DEFAULTS}, warmup cap 0.1, test acc % | {DEFAULTS}, test acc % | lead |" in header
+    main = next(line for line in page.splitlines() if line.startswith("| glyphs | 3 ep |"))
+    assert [cell.strip() for cell in main.strip("|").split("|")][2:6] == ["20.0", "45.0 (40.0-50.0, 2 seeds)", "70.0", "+50.0"]
+    levers = [line for line in page.splitlines() if line.startswith(("| budget.", "| model."))]
+    assert levers == [  # on seed 0, the only seed today's defaults have
+        f"| budget.max_warmup_fraction=0.1 | {DEFAULTS} | glyphs | 3 ep | 70.0 | 40.0 | -30.0 |",
+        f"| model.layer_scale=1e-4 | {DEFAULTS}, warmup cap 0.1 | glyphs | 3 ep | 40.0 | 45.0 | +5.0 |",
+    ]
 
 
 def test_the_docs_results_page_is_up_to_date_with_the_result_files() -> None:

@@ -82,7 +82,9 @@ def write_folder(root: Path, images: np.ndarray, labels: np.ndarray, indices: di
 
 def cifar_rows(images: np.ndarray, fit: str) -> np.ndarray:
     """Greyscale images [N, H, W] as CIFAR rows: 32x32 (``fit`` ``pad`` or ``resize``), three
-    identical colour planes, uint8 [N, 3072]."""
+    identical colour planes, uint8 [N, 3072]; RGB images [N, 32, 32, 3] keep their planes."""
+    if images.ndim == 4:
+        return images.transpose(0, 3, 1, 2).reshape(len(images), 3 * 32 * 32)  # (N, 3, 32, 32): R, G, B planes
     if fit == "pad":
         pad = (32 - images.shape[1]) // 2
         square = np.pad(images, ((0, 0), (pad, pad), (pad, pad)))
@@ -94,10 +96,11 @@ def cifar_rows(images: np.ndarray, fit: str) -> np.ndarray:
 
 
 def write_cifar(
-    root: Path, images: np.ndarray, labels: np.ndarray, indices: dict[str, np.ndarray], fit: str
+    root: Path, images: np.ndarray, labels: np.ndarray, indices: dict[str, np.ndarray], fit: str,
+    class_names: list[str] | None = None,
 ) -> None:
     """The CIFAR-10 python release's files: train and val images over ``data_batch_1..5``, test
-    images in ``test_batch``, the class names (the digits) in ``batches.meta``."""
+    images in ``test_batch``, the class names (default: the digits) in ``batches.meta``."""
     folder = root / CIFAR_FOLDER
     folder.mkdir(parents=True, exist_ok=True)
     training = np.concatenate([indices["train"], indices["val"]])
@@ -107,7 +110,8 @@ def write_cifar(
         with open(folder / name, "wb") as handle:
             pickle.dump(batch, handle, protocol=2)
     with open(folder / "batches.meta", "wb") as handle:
-        pickle.dump({"label_names": [str(label) for label in range(int(labels.max()) + 1)]}, handle, protocol=2)
+        names = class_names or [str(label) for label in range(int(labels.max()) + 1)]
+        pickle.dump({"label_names": names}, handle, protocol=2)
 
 
 def write(out: Path, name: str, seed: int = 0) -> Written:

@@ -1,11 +1,15 @@
 #!/usr/bin/env bash
-# GPU readiness check, one script, about 8 minutes on one GPU (bf16, torch.compile):
+# GPU readiness check, one script, about 10 minutes on one GPU (bf16, torch.compile):
 #   1. python -m vision.train trainer=gpu compile=true on CIFAR-shaped (32 px) data, 200 steps:
 #      the CLI's training images/s, beside timm's compiled ViT of the same shape (benchmarks.vit).
 #   2. the same with the full 100-epoch recipe switched on (RandAugment m9, random erasing 0.25,
 #      Mixup 0.8 / CutMix 1.0, drop path 0.1) through the real transforms: augmented in the loader
 #      workers, on the GPU (data.augment_on=device), and on the GPU with RandAugment off.
-#   3. python -m nlp.train trainer=gpu compile=true on a generated parallel corpus, 200 steps:
+#   3. a 60,000-image proving ground held in memory: cluttered-digits built on the machine's CPUs
+#      (benchmarks.proving_grounds --cifar), trained 3 epochs from CIFAR-format arrays
+#      (data=cifar10, augmented on the GPU) at the batch the budget rule picks and at 1024:
+#      images/s and test accuracy.
+#   4. python -m nlp.train trainer=gpu compile=true on a generated parallel corpus, 200 steps:
 #      the CLI's target tokens/s.
 # Usage: bash benchmarks/gpu_check.sh [OUTPUT_DIR]   (figures: OUTPUT_DIR/summary.md)
 set -uo pipefail
@@ -51,6 +55,17 @@ import json, sys
 for case in json.load(open(sys.argv[1]))["cases"]:
     print(case["case"], {name: run["items_per_s"] for name, run in case["speed"].items()}, case["ratios"])
 EOF
+
+echo "## a 60,000-image proving ground held in memory (cluttered-digits, 32 px, vit_tiny, 3 epochs, augmented on the GPU)" | tee -a "$summary"
+timeout 120 $py -m benchmarks.proving_grounds "$out/grounds" --sets cluttered-digits --workers "$workers" --cifar \
+  > "$out/grounds.log" 2>&1
+echo "exit $? | $(head -c 300 "$out/grounds.log" | head -n 1)" | tee -a "$summary"
+for batch in auto 1024; do
+  timeout 150 $py -m vision.train data=cifar10 data.root="$out/grounds/cluttered-digits/cifar" data.download=false \
+    data.val_size=5000 data.batch_size=$batch data.num_workers=$workers data.pin_memory=true data.augment_on=device \
+    trainer=gpu compile=true trainer.max_epochs=3 hydra.run.dir="$out/ground_$batch" > "$out/ground_$batch.log" 2>&1
+  echo "exit $? | data.batch_size=$batch ($(grep -o 'batches of [0-9]* images' "$out/ground_$batch.log" | head -n 1)) | training images/s: $(metric "$out/ground_$batch" train_samples_per_second) | test acc: $(metric "$out/ground_$batch" test/acc)" | tee -a "$summary"
+done
 
 echo "## nlp.train trainer=gpu compile=true (transformer_small, generated corpus, 200 steps)" | tee -a "$summary"
 $py - "$out/corpus" <<'EOF'

@@ -32,7 +32,13 @@ the split and the chunk's number, so the number of worker processes changes noth
 and files are taken in sorted order.
 
     python -m benchmarks.proving_grounds OUT [--sets cluttered-digits glyphs] [--train 60000]
-        [--val 5000] [--test 10000] [--seed 0] [--workers 2] [--sheets DIR]
+        [--val 5000] [--test 10000] [--seed 0] [--workers 2] [--sheets DIR] [--cifar]
+
+``--cifar`` also writes each set as the CIFAR-10 python release's files,
+``OUT/<set>/cifar/cifar-10-batches-py/`` (train and val images in ``data_batch_1..5``, test images
+in ``test_batch``, the class names in ``batches.meta``), which ``data=cifar10
+data.root=OUT/<set>/cifar data.download=false data.val_size=5000`` holds in memory as arrays: the
+set without a decode per image and epoch, as a GPU at large batches wants it.
 
 ``--sheets DIR`` also writes ``DIR/grounds_<set>.png``, a contact sheet of 10 test images of
 every class (a row per class), to look at.
@@ -591,6 +597,35 @@ def build(out: Path, name: str, counts: dict[str, int] | None = None, seed: int 
     return Built(folder, counts, False, time.perf_counter() - start)
 
 
+def write_cifar(folder: Path, name: str) -> Path:
+    """The built set at ``folder`` as CIFAR-format files under ``folder/cifar`` (the root for
+    ``data.root``), written beside and moved into place whole; left as it is when its marker holds
+    the set's build (:func:`build`)."""
+    root, params = folder / "cifar", json.loads((folder / MARKER).read_text())
+    if (root / MARKER).is_file() and json.loads((root / MARKER).read_text()) == params:
+        return root
+    images, labels, indices = [], [], {}
+    for split_name in SPLITS:
+        files = sorted(
+            ((label, path) for label, class_name in enumerate(CLASSES[name])
+             for path in (folder / split_name / class_name).glob("*.png")),
+            key=lambda item: (item[0], int(item[1].stem)),
+        )
+        start = sum(len(chosen) for chosen in indices.values())
+        indices[split_name] = np.arange(start, start + len(files))
+        for label, path in files:
+            with Image.open(path) as image:
+                images.append(np.asarray(image.convert("RGB")))
+            labels.append(label)
+    temporary = folder / f".cifar.{os.getpid()}.tmp"
+    shutil.rmtree(temporary, ignore_errors=True)
+    digits_data.write_cifar(temporary, np.stack(images), np.array(labels), indices, "pad", CLASSES[name])
+    write_atomically(temporary / MARKER, json.dumps(params, indent=1) + "\n")
+    shutil.rmtree(root, ignore_errors=True)
+    os.replace(temporary, root)
+    return root
+
+
 def describe(value: Any) -> str:
     """A look setting for the README: ``a-b`` for a range, the number otherwise."""
     if isinstance(value, tuple):
@@ -629,6 +664,7 @@ def main(argv: list[str] | None = None) -> dict[str, Built]:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--workers", type=int, default=min(2, os.cpu_count() or 1), help="processes drawing images")
     parser.add_argument("--sheets", type=Path, default=None, help="also write DIR/grounds_<set>.png contact sheets")
+    parser.add_argument("--cifar", action="store_true", help="also write each set as CIFAR-format files (OUT/<set>/cifar)")
     args = parser.parse_args(sys.argv[1:] if argv is None else argv)
     counts = {split_name: getattr(args, split_name) for split_name in SPLITS}
     built = {}
@@ -638,6 +674,8 @@ def main(argv: list[str] | None = None) -> dict[str, Built]:
         print(f"{name}: {result.counts} {state}: {result.folder} ({folder_bytes(result.folder) / 2**20:.0f} MiB)")
         if args.sheets is not None:
             print(f"  contact sheet: {contact_sheet(result.folder, args.sheets / f'grounds_{name}.png')}")
+        if args.cifar:
+            print(f"  as CIFAR-format files: data=cifar10 data.root={write_cifar(result.folder, name)} data.download=false")
     return built
 
 

@@ -1,6 +1,7 @@
 """The large offline proving grounds at tiny sizes: image folders of the right classes, sizes and
 modes, byte-identical for identical arguments whatever the number of processes, test sources
-(digits, fonts) disjoint from training, and a complete build left alone."""
+(digits, fonts) disjoint from training, a complete build left alone, and the CIFAR-format copy
+holding the same images."""
 
 from __future__ import annotations
 
@@ -9,10 +10,12 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+import torch
 from PIL import Image
 from torchvision.datasets import ImageFolder
 
 from benchmarks import proving_grounds
+from vision.data.cifar import CIFARDataModule
 
 pytest.importorskip("sklearn")
 pytest.importorskip("mlxtend")
@@ -110,3 +113,26 @@ def test_a_complete_build_is_skipped_and_an_incomplete_one_redone(grounds: Path,
     next((tmp_path / "glyphs" / "test" / "A").glob("*.png")).write_bytes(b"half an image")
     redone = proving_grounds.build(tmp_path, "glyphs", COUNTS)
     assert not redone.skipped and tree(tmp_path / "glyphs") == before
+
+
+def test_cifar_files_hold_the_same_images_for_the_in_memory_loader(tmp_path: Path) -> None:
+    built = proving_grounds.main([str(tmp_path), *ARGS, "--sets", "glyphs", "--workers", "1", "--cifar"])["glyphs"]
+    root = built.folder / "cifar"
+    data = CIFARDataModule(
+        "cifar10", download=False, root=str(root), batch_size=4, val_size=COUNTS["val"], num_workers=0,
+        pin_memory=False, mean=(0.0, 0.0, 0.0), std=(1.0, 1.0, 1.0),
+    )
+    data.prepare_data()
+    data.setup("fit")
+    data.setup("test")
+    assert (len(data.train_set), len(data.val_set), len(data.test_set)) == (COUNTS["train"], COUNTS["val"], COUNTS["test"])
+    assert data.class_names == proving_grounds.CLASSES["glyphs"]
+    image, label = data.test_set[COUNTS["test"] - 1]  # the last test image: class J, its highest index
+    last = max((built.folder / "test" / "J").glob("*.png"), key=lambda path: int(path.stem))
+    assert label == 9
+    np.testing.assert_array_equal((image.permute(1, 2, 0) * 255).round().to(torch.uint8).numpy(), pixels(last))
+    # Written once per build: a second call leaves the files as they are.
+    stamp = (root / "cifar-10-batches-py" / "test_batch").stat().st_mtime_ns
+    assert proving_grounds.write_cifar(built.folder, "glyphs") == root
+    assert (root / "cifar-10-batches-py" / "test_batch").stat().st_mtime_ns == stamp
+    assert not list(built.folder.glob(".cifar.*"))  # nothing half-written left beside it

@@ -611,8 +611,7 @@ def write_cifar(folder: Path, name: str) -> Path:
              for path in (folder / split_name / class_name).glob("*.png")),
             key=lambda item: (item[0], int(item[1].stem)),
         )
-        start = sum(len(chosen) for chosen in indices.values())
-        indices[split_name] = np.arange(start, start + len(files))
+        indices[split_name] = np.arange(len(labels), len(labels) + len(files))
         for label, path in files:
             with Image.open(path) as image:
                 images.append(np.asarray(image.convert("RGB")))

@@ -51,6 +51,12 @@ CASES = {
     "vision.train random resized crop on the device": Case(
         "vision.train", ("data.augment_on=device", "data.crop=random_resized"), "data.crop=random_resized"
     ),
+    "vision.train images held in memory under the random resized crop": Case(
+        "vision.train", ("data=imagefolder", "data.root={files}", "data.in_memory=true", "data.crop=random_resized"), "data.in_memory=true"
+    ),
+    "vision.train unknown in-memory choice": Case(
+        "vision.train", ("data=imagefolder", "data.root={files}", "data.in_memory=maybe"), "data.in_memory"
+    ),
     "vision.train image folder missing": Case(
         "vision.train", ("data=imagefolder", "data.root={files}/no_such_folder"), "{files}/no_such_folder"
     ),

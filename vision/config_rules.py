@@ -25,12 +25,13 @@ from core.training.validation import Rule
 from vision.constraints import (
     STEM,
     AUGMENT_ON,
+    IN_MEMORY,
     CROP,
     HOLDOUT,
     POOL,
     POS_EMBED,
     WEIGHT_INIT,
-    require_device_crop,
+    require_pad_crop,
     require_patch_grid,
 )
 from vision.recipe import crop_for
@@ -54,6 +55,7 @@ RULES: tuple[Rule, ...] = (
     Rule(("data.re_prob",), or_auto(PROBABILITY)),
     Rule(("data.crop",), CROP),
     Rule(("data.augment_on",), AUGMENT_ON),
+    Rule(("data.in_memory",), IN_MEMORY),
 )
 
 
@@ -84,13 +86,14 @@ def mixup_pairs(cfg: DictConfig) -> None:
         )
 
 
-def device_crop(cfg: DictConfig) -> None:
-    """Augmentation on the device pads and crops (``data.crop`` pad, or auto at up to 64 px)."""
+def pad_crop(cfg: DictConfig) -> None:
+    """Augmentation on the device, and images held in memory, need the pad crop (``data.crop``
+    pad, or auto at up to 64 px)."""
     crop, size = OmegaConf.select(cfg, "data.crop"), OmegaConf.select(cfg, "model.img_size")
     if crop == AUTO and isinstance(size, int):
         crop = crop_for(size)
     if crop != AUTO:
-        require_device_crop(OmegaConf.select(cfg, "data.augment_on"), crop)
+        require_pad_crop(crop, OmegaConf.select(cfg, "data.augment_on"), OmegaConf.select(cfg, "data.in_memory"))
 
 
 def image_folder(cfg: DictConfig) -> None:
@@ -107,4 +110,4 @@ def image_folder(cfg: DictConfig) -> None:
         raise InputError(f"data.root={root} has no train/ folder; {fix}")
 
 
-RELATIONS: tuple[Callable[[DictConfig], None], ...] = (image_grid, sincos_width, mixup_pairs, device_crop, image_folder)
+RELATIONS: tuple[Callable[[DictConfig], None], ...] = (image_grid, sincos_width, mixup_pairs, pad_crop, image_folder)

@@ -22,6 +22,7 @@ CROPS = ("pad", "random_resized")  # vision.data.transforms.train_transform
 CROP = one_of((*CROPS, AUTO))  # auto: chosen by the image size (vision.recipe)
 AUGMENT_PLACES = ("loader", "device")  # vision.data.datamodule.ImageDataModule's augment_on
 AUGMENT_ON = one_of(AUGMENT_PLACES)
+IN_MEMORY = one_of((AUTO, True, False))  # vision.data.folder.ImageFolderDataModule's in_memory
 HOLDOUT = Check(
     "a fraction in (0, 1) or a count of at least 1",
     lambda v: is_number(v) and (0 < v < 1 or (v >= 1 and float(v).is_integer())),
@@ -42,13 +43,21 @@ def require_patch_grid(
             )
 
 
-def require_device_crop(augment_on: str, crop: str, error: type[ValueError] = ValueError) -> None:
-    """Augmentation on the device crops as the CIFAR recipe does: ``crop`` (resolved from
-    ``auto``) is ``pad`` when ``augment_on`` is ``device``."""
-    if augment_on == "device" and crop != "pad":
+def require_pad_crop(crop: str, augment_on: str = "loader", in_memory: str | bool = AUTO, error: type[ValueError] = ValueError) -> None:
+    """``crop`` (resolved from ``auto``) is ``pad``, the CIFAR recipe, when ``augment_on`` is
+    ``device`` (the device pads and crops) or ``in_memory`` is true (the held images are resized
+    to the model's size before any crop)."""
+    if crop == "pad":
+        return
+    if augment_on == "device":
         raise error(
             f"data.augment_on=device pads and crops (the CIFAR recipe), not data.crop={crop}; "
             "set data.crop=pad or data.augment_on=loader"
+        )
+    if in_memory is True:
+        raise error(
+            f"data.in_memory=true holds images at the model's size, which data.crop={crop} would crop from the "
+            "full image; set data.crop=pad or data.in_memory=auto (files are read for other crops)"
         )
 
 

@@ -241,7 +241,7 @@ def test_more_unreadable_images_than_allowed_stop_the_setup(tmp_path: Path) -> N
 
 def test_an_image_broken_mid_run_is_replaced_with_a_warning(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
     write_image_folder(tmp_path, {"train": {"a": 3, "b": 3}, "val": {"a": 1, "b": 1}})
-    data = ImageFolderDataModule(root=str(tmp_path), img_size=16, batch_size=2, **PLAIN)
+    data = ImageFolderDataModule(root=str(tmp_path), img_size=16, batch_size=2, in_memory=False, **PLAIN)
     data.setup("fit")
     (tmp_path / "train" / "a" / "0.png").write_bytes(b"overwritten")
     with caplog.at_level(logging.WARNING):

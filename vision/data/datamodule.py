@@ -19,7 +19,7 @@ from core.training.batch_rule import ChosenBatch
 from core.training.resumable import ResumableLoader, ShuffledBatchSampler, trained_position
 from vision.data.batch_augment import BatchAugment
 from vision.data.batch_size import EVAL_BATCH, MAX_PER_PROCESS, auto_batch_size
-from vision.constraints import AUGMENT_ON, require_device_crop
+from vision.constraints import AUGMENT_ON, require_pad_crop
 from vision.recipe import FULL_POLICY, Regularization, crop_for
 from vision.data.transforms import SharedValue, eval_transform, train_transform, uint8_transform
 
@@ -138,7 +138,8 @@ class ImageDataModule(LightningDataModule):
         policy = FULL_POLICY if auto_augment == AUTO else auto_augment
         erasing = re_prob if self.erasing is None else self.erasing
         self.batch_augment: BatchAugment | None = None  # the device's share, with augment_on=device
-        require_device_crop(augment_on, crop, InputError)
+        require_pad_crop(crop, augment_on, error=InputError)
+        self.crop = crop
         if augment_on == "device":
             self.train_tf = uint8_transform(img_size, self.mean, policy, interpolation, self.augment_strength)
             self.batch_augment = BatchAugment(img_size, self.mean, self.std, hflip, erasing)

@@ -18,22 +18,27 @@ from __future__ import annotations
 import copy
 import hashlib
 import logging
-from collections.abc import Iterable
+import time
+from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 from filelock import FileLock
 from PIL import Image
+from torch.utils.data import DataLoader, Dataset
 from torchvision.datasets import ImageFolder
 from torchvision.datasets.folder import IMG_EXTENSIONS
 
-from core.constraints import PROBABILITY
+from core.constraints import AUTO, PROBABILITY
 from core.files.atomic import atomic_path
 from core.files.data_cache import cache_root, file_version
 from core.errors import InputError
+from vision.constraints import IN_MEMORY, require_pad_crop
 from vision.data.datamodule import ImageDataModule, ImageSplits, usable_cpus
-from vision.data.transforms import to_rgb
+from vision.data.in_memory import IN_MEMORY_MAX_BYTES, InMemoryImages, held_bytes
+from vision.data.transforms import eval_geometry, square_resize, to_rgb
 
 log = logging.getLogger(__name__)
 
@@ -41,6 +46,7 @@ log = logging.getLogger(__name__)
 UNREADABLE = (OSError, SyntaxError, ValueError, EOFError, Image.DecompressionBombError)
 SHOWN = 5  # unreadable files named in a message
 MAX_SUBSTITUTES = 10  # unreadable images in a row replaced mid-epoch before the run is stopped
+DECODE_CHUNK = 512  # images a loader process decodes per task when holding them in memory
 
 
 def read_image(path: str | Path) -> Image.Image:
@@ -68,6 +74,63 @@ def decode_unreadable(paths: list[str]) -> dict[str, str]:
     with ThreadPoolExecutor(max_workers=usable_cpus()) as pool:
         reasons = pool.map(unreadable_reason, paths)
         return {path: reason for path, reason in zip(paths, reasons) if reason is not None}
+
+
+class DecodedImages(Dataset):
+    """Each image of ``paths`` read (:func:`read_image`) and brought to size by each of
+    ``resizes``, as uint8 arrays [H, W, 3], or the reason it cannot be read."""
+
+    def __init__(self, paths: list[str], resizes: Sequence[Callable[[Image.Image], Image.Image]]) -> None:
+        self.paths = paths
+        self.resizes = resizes
+
+    def __len__(self) -> int:
+        return len(self.paths)
+
+    def __getitem__(self, index: int) -> list[np.ndarray] | str:
+        try:
+            image = read_image(self.paths[index])
+        except UNREADABLE as error:
+            return f"{type(error).__name__}: {error}"
+        return [np.asarray(resize(image), dtype=np.uint8) for resize in self.resizes]
+
+
+def stack_chunk(items: list[list[np.ndarray] | str]) -> tuple[list[np.ndarray], dict[int, str]]:
+    """A chunk of :class:`DecodedImages` items as one array [n, H, W, 3] per resize, and the
+    reasons of the unreadable ones by their index in the chunk."""
+    reasons = {index: item for index, item in enumerate(items) if isinstance(item, str)}
+    if reasons:
+        return [], reasons
+    return [np.stack(images) for images in zip(*items)], {}
+
+
+def decode_all(paths: list[str], resizes: Sequence[Callable[[Image.Image], Image.Image]]) -> list[np.ndarray]:
+    """Every image of ``paths`` read once and brought to size by each of ``resizes``: one uint8
+    array [N, H, W, 3] per resize, decoded by loader processes on the usable CPUs. Where two
+    resizes give the same pixels (images already at the size), the second array is the first.
+    An image that cannot be read stops it with an :class:`InputError` naming the file."""
+    workers = usable_cpus()
+    loader = DataLoader(
+        DecodedImages(paths, resizes), batch_size=DECODE_CHUNK, num_workers=workers if workers > 1 else 0, collate_fn=stack_chunk
+    )
+    chunks = list(loader)
+    for start, (_, reasons) in zip(range(0, len(paths), DECODE_CHUNK), chunks):
+        if reasons:
+            index, reason = next(iter(reasons.items()))
+            raise InputError(
+                f"image {paths[start + index]} cannot be read ({reason}); repair or delete it, or set "
+                "data.check_images=true to skip unreadable images"
+            )
+    arrays = [np.concatenate(parts) for parts in zip(*(stacked for stacked, _ in chunks))]  # one [N, H, W, 3] per resize
+    for index in range(1, len(arrays)):
+        if arrays[index].shape == arrays[0].shape and np.array_equal(arrays[index], arrays[0]):
+            arrays[index] = arrays[0]
+    return arrays
+
+
+def held_split(dataset: FixedClassImageFolder, resize: Callable[[Image.Image], Image.Image], transform: Any) -> InMemoryImages:
+    """``dataset``'s images decoded and resized once, held in memory, with ``transform`` per item."""
+    return InMemoryImages(decode_all([path for path, _ in dataset.samples], [resize])[0], list(dataset.samples), transform)
 
 
 def find_unreadable(paths: list[str], cache_file: Path | None = None) -> dict[str, str]:
@@ -220,17 +283,30 @@ class ImageFolderDataModule(ImageDataModule):
             refused.
         cache_dir: where the check's verdicts are kept; default ``$TRANSFORMER_TOOLKIT_CACHE``
             or ``~/.cache/transformer-toolkit``.
+        in_memory: hold the images decoded at the model's size in memory
+            (:mod:`vision.data.in_memory`), read once at setup instead of every epoch. ``auto``:
+            with the pad crop, when all splits take at most
+            :data:`vision.data.in_memory.IN_MEMORY_MAX_BYTES`; ``true``: always (pad crop only);
+            ``false``: read the files every epoch.
         **kwargs: :class:`ImageDataModule` arguments; ``root`` is the folder holding ``train/``.
     """
 
     def __init__(
-        self, check_images: bool = True, max_unreadable: float = 0.01, cache_dir: str | None = None, **kwargs: Any
+        self,
+        check_images: bool = True,
+        max_unreadable: float = 0.01,
+        cache_dir: str | None = None,
+        in_memory: str | bool = AUTO,
+        **kwargs: Any,
     ) -> None:
         PROBABILITY.require(max_unreadable, "data.max_unreadable")
+        IN_MEMORY.require(in_memory, "data.in_memory", InputError)
         super().__init__(**kwargs)
+        require_pad_crop(self.crop, in_memory=in_memory, error=InputError)
         self.check_images = check_images
         self.max_unreadable = max_unreadable
         self.cache_dir = cache_dir
+        self.in_memory = in_memory
 
     def load_splits(self) -> ImageSplits:
         """``train/``, and ``val/`` and ``test/`` where present, labelled by the training classes."""
@@ -248,6 +324,8 @@ class ImageFolderDataModule(ImageDataModule):
                     f"class folders {lost} under {root / 'train'} hold no readable image; "
                     "add images or remove the folders"
                 )
+        if self.holds_in_memory(len(train) * (2 if val is None else 1) + len(val or ()) + len(test or ())):
+            return self.held_splits(train, val, test, classes)
         return ImageSplits(
             train=train,
             train_plain=train.with_transform(self.eval_tf),
@@ -255,3 +333,40 @@ class ImageFolderDataModule(ImageDataModule):
             test=test,
             class_names=classes,
         )
+
+    def holds_in_memory(self, count: int) -> bool:
+        """Whether ``count`` images are held decoded in memory: ``in_memory``, or for ``auto``
+        with the pad crop, whether they take at most :data:`IN_MEMORY_MAX_BYTES`."""
+        if self.in_memory == AUTO:
+            return self.crop == "pad" and held_bytes(count, self.img_size) <= IN_MEMORY_MAX_BYTES
+        return bool(self.in_memory)
+
+    def held_splits(
+        self,
+        train: FixedClassImageFolder,
+        val: FixedClassImageFolder | None,
+        test: FixedClassImageFolder | None,
+        classes: list[str],
+    ) -> ImageSplits:
+        """The splits with their images held decoded in memory: the training images at the
+        pad-crop resize, the evaluated ones at the evaluation geometry. The training images with
+        evaluation preprocessing are held too where they are the validation source (no ``val/``);
+        otherwise, used only to evaluate on the training split, they are read from the files."""
+        started = time.perf_counter()
+        square = square_resize(self.img_size, self.interpolation)
+        evaluated = eval_geometry(self.img_size, self.interpolation, self.EVAL_CROP_PCT)
+        arrays = decode_all([path for path, _ in train.samples], [square] if val is not None else [square, evaluated])
+        held = InMemoryImages(arrays[0], list(train.samples), self.train_tf)
+        if val is None:
+            plain: Dataset = InMemoryImages(arrays[1], list(train.samples), self.eval_tf)
+        else:
+            plain = train.with_transform(self.eval_tf)
+        val_held, test_held = (split and held_split(split, evaluated, self.eval_tf) for split in (val, test))
+        kept = {id(data.images): data.images for data in (held, plain, val_held, test_held) if isinstance(data, InMemoryImages)}
+        log.info(
+            "holding %d images decoded in memory (%.0f MB, read in %.1f s; data.in_memory=false reads the files instead)",
+            sum(len(array) for array in kept.values()),
+            sum(array.nbytes for array in kept.values()) / 1e6,
+            time.perf_counter() - started,
+        )
+        return ImageSplits(train=held, train_plain=plain, val=val_held, test=test_held, class_names=classes)

@@ -220,12 +220,8 @@ def train_transform(
     2020) with probability ``re_prob`` fills with per-pixel noise.
     """
     one_of(CROPS).require(crop, "crop")
-    resample = T.InterpolationMode(interpolation)
     if crop == "pad":
-        geometry: list[Callable] = [
-            T.Resize((img_size, img_size), interpolation=resample),
-            T.RandomCrop(img_size, padding=img_size // 8),
-        ]
+        geometry: list[Callable] = [square_resize(img_size, interpolation), T.RandomCrop(img_size, padding=img_size // 8)]
     else:
         geometry = [RandomResizedCropAndInterpolation(img_size, interpolation=interpolation)]
     steps: list[Callable] = [ToRGB(), *geometry, T.RandomHorizontalFlip(hflip)]
@@ -248,9 +244,23 @@ def uint8_transform(
     """The loader's share of the training pipeline when the rest runs on the device
     (:class:`vision.data.batch_augment.BatchAugment`): RGB, resize to ``img_size`` square, the
     auto-augment policy when on, and the image as a uint8 tensor [3, img_size, img_size]."""
-    steps: list[Callable] = [ToRGB(), T.Resize((img_size, img_size), interpolation=T.InterpolationMode(interpolation))]
+    steps: list[Callable] = [ToRGB(), square_resize(img_size, interpolation)]
     steps += policy_steps(img_size, mean, auto_augment, interpolation, augment_strength)
     return T.Compose([*steps, T.PILToTensor()])
+
+
+def square_resize(img_size: int, interpolation: str = "bicubic") -> T.Resize:
+    """The pad-crop recipe's resize: to ``img_size`` x ``img_size``, PIL to PIL (the training
+    geometry before the crop; images held in memory are kept at it)."""
+    return T.Resize((img_size, img_size), interpolation=T.InterpolationMode(interpolation))
+
+
+def eval_geometry(img_size: int | Sequence[int], interpolation: str = "bicubic", crop_pct: float = 1.0) -> T.Compose:
+    """Resize the short side to ``img_size / crop_pct`` (an int; a (height, width) pair is resized
+    to directly) and center-crop ``img_size``, PIL to PIL: timm's evaluation geometry."""
+    img_size = tuple(img_size) if isinstance(img_size, Sequence) else img_size
+    steps = transforms_imagenet_eval(img_size, crop_pct=crop_pct, interpolation=interpolation).transforms
+    return T.Compose([step for step in steps if not isinstance(step, (MaybeToTensor, T.Normalize))])
 
 
 def eval_transform(
@@ -260,10 +270,6 @@ def eval_transform(
     interpolation: str = "bicubic",
     crop_pct: float = 1.0,
 ) -> T.Compose:
-    """RGB, resize the short side to ``img_size / crop_pct`` (an int; a (height, width) pair is
-    resized to directly), center-crop ``img_size``, normalize (timm's evaluation transform)."""
-    img_size = tuple(img_size) if isinstance(img_size, Sequence) else img_size
-    resize_crop_normalize = transforms_imagenet_eval(
-        img_size, crop_pct=crop_pct, interpolation=interpolation, mean=tuple(mean), std=tuple(std)
-    )
-    return T.Compose([ToRGB(), *resize_crop_normalize.transforms])
+    """RGB, :func:`eval_geometry`, tensor, normalize (timm's evaluation transform)."""
+    geometry = eval_geometry(img_size, interpolation, crop_pct)
+    return T.Compose([ToRGB(), *geometry.transforms, MaybeToTensor(), T.Normalize(torch.tensor(mean), torch.tensor(std))])

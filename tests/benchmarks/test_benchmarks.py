@@ -12,7 +12,7 @@ import pytest
 import torch
 from omegaconf import OmegaConf
 
-from benchmarks import decoding, quality_nmt, quality_vision, report, scale, seq2seq, vit
+from benchmarks import decoding, quality_nmt, quality_vision, report, scale, scale_images, seq2seq, vit
 from benchmarks.common import interleave, peak_memory
 from nlp.decoding import beam_search, greedy_decode
 from tests.nlp.gettext_catalogs import fake_locale_tree
@@ -198,3 +198,24 @@ def test_scale_measures_first_and_cached_starts_and_ddp_ranks(tmp_path: Path, ca
     lines = (tmp_path / "runs" / "train300.tsv").read_text(encoding="utf-8").splitlines()
     assert len(lines) == 300 and all(len(line.split("\t")[0].split()) >= 50 for line in lines)
     assert "| pairs | TSV MB | run | processes |" in capsys.readouterr().out
+
+
+@pytest.mark.slow
+def test_scale_images_measures_files_and_held_images(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    results = tmp_path / "results.jsonl"
+    output = scale_images.main(
+        ["--quick", "--speed-steps", "3", "--repeats", "1", "--out-dir", str(tmp_path / "runs"), "--append", str(results)]
+    )
+    assert json.loads(results.read_text()) == output
+    assert [(row["train"], row["images"], row["run"], row["in_memory"]) for row in output["rows"]] == [
+        (200, 240, "first", "false"), (200, 240, "cached", "false"), (200, 240, "cached", "true")
+    ]
+    assert all(row["peak_mib"] > 0 and row["seconds"] > 0 and row["png_mb"] > 0 for row in output["rows"])
+    held = (tmp_path / "runs" / "run200_cached_true.log").read_text()
+    assert "holding 240 images decoded in memory" in held
+    assert "holding" not in (tmp_path / "runs" / "run200_cached_false.log").read_text()
+    assert [(row["in_memory"], row["steps"]) for row in output["speed"]] == [("false", 3), ("true", 3)]
+    assert all(row["images_per_second"] > 0 for row in output["speed"])
+    table = capsys.readouterr().out
+    assert "| training images | all images | PNG MB | run | data.in_memory | wall s | peak MiB |" in table
+    assert "| data.in_memory | images/s per run | median |" in table

@@ -126,3 +126,13 @@ def test_decoding_on_one_cpu_and_on_loader_processes_agree(tmp_path: Path, monke
     assert spread.shape == (9, 8, 8, 3)
     np.testing.assert_array_equal(spread, expected)
     np.testing.assert_array_equal(single, expected)
+
+
+def test_holding_the_images_leaves_the_run_s_random_numbers_alone(tmp_path: Path) -> None:
+    write_image_folder(tmp_path, {"train": {"a": 3, "b": 3}, "val": {"a": 1, "b": 1}})
+    data = ImageFolderDataModule(root=str(tmp_path), img_size=16, batch_size=2, in_memory=True, **PLAIN)
+    torch.manual_seed(0)
+    state = torch.get_rng_state()
+    data.setup("fit")
+    assert isinstance(data.train_set, InMemoryImages)
+    assert torch.equal(torch.get_rng_state(), state)  # the model's initialization is the files run's

@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import torch
 from filelock import FileLock
 from PIL import Image
 from torch.utils.data import DataLoader, Dataset
@@ -111,17 +112,24 @@ def decode_all(paths: list[str], resizes: Sequence[Callable[[Image.Image], Image
     An image that cannot be read stops it with an :class:`InputError` naming the file."""
     workers = usable_cpus()
     loader = DataLoader(
-        DecodedImages(paths, resizes), batch_size=DECODE_CHUNK, num_workers=workers if workers > 1 else 0, collate_fn=stack_chunk
+        DecodedImages(paths, resizes),
+        batch_size=DECODE_CHUNK,
+        num_workers=workers if workers > 1 else 0,
+        collate_fn=stack_chunk,
+        generator=torch.Generator(),  # its workers' seeds, not drawn from the run's global generator
     )
-    chunks = list(loader)
-    for start, (_, reasons) in zip(range(0, len(paths), DECODE_CHUNK), chunks):
+    arrays: list[np.ndarray] = []  # one [N, H, W, 3] per resize, filled chunk by chunk
+    for start, (stacked, reasons) in zip(range(0, len(paths), DECODE_CHUNK), loader):
         if reasons:
             index, reason = next(iter(reasons.items()))
             raise InputError(
                 f"image {paths[start + index]} cannot be read ({reason}); repair or delete it, or set "
                 "data.check_images=true to skip unreadable images"
             )
-    arrays = [np.concatenate(parts) for parts in zip(*(stacked for stacked, _ in chunks))]  # one [N, H, W, 3] per resize
+        if not arrays:
+            arrays = [np.empty((len(paths), *part.shape[1:]), dtype=np.uint8) for part in stacked]
+        for array, part in zip(arrays, stacked):
+            array[start : start + len(part)] = part
     for index in range(1, len(arrays)):
         if arrays[index].shape == arrays[0].shape and np.array_equal(arrays[index], arrays[0]):
             arrays[index] = arrays[0]

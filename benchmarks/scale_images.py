@@ -30,11 +30,11 @@ import torch
 
 from benchmarks import proving_grounds
 from benchmarks.common import environment, table_result
+from benchmarks.quality_vision import CPU_MODEL
 from benchmarks.scale import measured, timed
 
 SET = "cluttered-digits"
 EVAL_COUNTS = {"val": 5_000, "test": 10_000}
-CPU_MODEL = ("model.dim=128", "model.depth=4", "model.num_heads=4", "model.mlp_ratio=2", "model.patch_size=4")
 RUNS = (("first", "false"), ("cached", "false"), ("cached", "true"))
 
 

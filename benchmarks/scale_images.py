@@ -3,6 +3,9 @@
 images (32 px PNGs, plus 5,000 validation and 10,000 test images, built offline by
 :mod:`benchmarks.proving_grounds`), the images read from the files every epoch
 (``data.in_memory=false``) or held decoded in memory (``true``; what ``auto`` does up to 2 GiB).
+``--speed-steps`` also times training, alternating the files, held images augmented per image in
+the loader workers (``data.augment_on=loader``), and held images augmented as whole batches
+(``device``; what ``auto`` does with the pad crop).
 
 Each run is ``vision.train data=imagefolder ... trainer.max_steps=2`` (two optimizer steps of 128
 images, one validation and one test batch), timed whole by ``/usr/bin/time -f "%M %e"`` (peak
@@ -36,37 +39,44 @@ from benchmarks.scale import measured, timed
 SET = "cluttered-digits"
 EVAL_COUNTS = {"val": 5_000, "test": 10_000}
 RUNS = (("first", "false"), ("cached", "false"), ("cached", "true"))
+SPEED_RUNS = (("false", "loader"), ("true", "loader"), ("true", "device"))  # data.in_memory, data.augment_on
 
 
-def train_command(folder: Path, cache: Path, run_dir: Path, in_memory: str, steps: int = 2) -> list[str]:
+def train_command(
+    folder: Path, cache: Path, run_dir: Path, in_memory: str, steps: int = 2, augment_on: str = "auto"
+) -> list[str]:
     return [
         sys.executable, "-m", "vision.train", "data=imagefolder", f"data.root={folder}", f"data.cache_dir={cache}",
-        f"data.in_memory={in_memory}", "data.batch_size=128", *CPU_MODEL, "trainer.max_epochs=-1",
+        f"data.in_memory={in_memory}", f"data.augment_on={augment_on}", "data.batch_size=128", *CPU_MODEL, "trainer.max_epochs=-1",
         f"trainer.max_steps={steps}", "trainer.num_sanity_val_steps=0", "trainer.limit_val_batches=1",
         "trainer.limit_test_batches=1", "logger=csv", f"hydra.run.dir={run_dir}",
     ]
 
 
 def speed_rows(folder: Path, cache: Path, out_dir: Path, steps: int, repeats: int, env: dict[str, str]) -> list[dict[str, Any]]:
-    """Training images per second over ``steps`` steps, files and held images alternately."""
+    """Training images per second over ``steps`` steps, each of :data:`SPEED_RUNS` in turn."""
     rows = []
     for repeat in range(repeats):
-        for in_memory in ("false", "true"):
-            run_dir = out_dir / f"speed{repeat}_{in_memory}"
+        for in_memory, augment_on in SPEED_RUNS:
+            run_dir = out_dir / f"speed{repeat}_{in_memory}_{augment_on}"
             shutil.rmtree(run_dir, ignore_errors=True)
-            timed(train_command(folder, cache, run_dir, in_memory, steps), env, run_dir.with_suffix(".log")).wait()
+            command = train_command(folder, cache, run_dir, in_memory, steps, augment_on)
+            timed(command, env, run_dir.with_suffix(".log")).wait()
             metrics = json.loads((run_dir / "metrics.json").read_text())
-            rows.append({"repeat": repeat, "in_memory": in_memory, "steps": steps,
+            rows.append({"repeat": repeat, "in_memory": in_memory, "augment_on": augment_on, "steps": steps,
                          "images_per_second": metrics["train_samples_per_second"]})
-            print(f"speed: repeat {repeat}, data.in_memory={in_memory}: {rows[-1]['images_per_second']:.0f} images/s", flush=True)
+            print(f"speed: repeat {repeat}, data.in_memory={in_memory} data.augment_on={augment_on}: "
+                  f"{rows[-1]['images_per_second']:.0f} images/s", flush=True)
     return rows
 
 
 def speed_markdown(rows: list[dict[str, Any]]) -> str:
-    lines = ["| data.in_memory | images/s per run | median |", "|---|---|---|"]
-    for in_memory in ("false", "true"):
-        rates = [row["images_per_second"] for row in rows if row["in_memory"] == in_memory]
-        lines.append(f"| {in_memory} | {' / '.join(f'{rate:.0f}' for rate in rates)} | {statistics.median(rates):.0f} |")
+    lines = ["| data.in_memory | data.augment_on | images/s per run | median |", "|---|---|---|---|"]
+    for in_memory, augment_on in SPEED_RUNS:
+        rates = [row["images_per_second"] for row in rows if (row["in_memory"], row["augment_on"]) == (in_memory, augment_on)]
+        lines.append(
+            f"| {in_memory} | {augment_on} | {' / '.join(f'{rate:.0f}' for rate in rates)} | {statistics.median(rates):.0f} |"
+        )
     return "\n".join(lines)
 
 
@@ -87,7 +97,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     argv = sys.argv[1:] if argv is None else argv
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--train", type=int, nargs="+", default=[6_000, 60_000, 500_000], help="training images per folder")
-    parser.add_argument("--speed-steps", type=int, default=0, help="also time this many training steps, files against held images")
+    parser.add_argument("--speed-steps", type=int, default=0, help="also time this many training steps, files against held images, loader against batch augmentation")
     parser.add_argument("--repeats", type=int, default=3, help="runs of each under --speed-steps, alternating")
     parser.add_argument("--out-dir", type=Path, default=None, help="folders, caches and runs (default: a temporary dir)")
     parser.add_argument("--append", type=Path, default=None, help="also append the result as one JSON line here")

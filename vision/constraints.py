@@ -21,7 +21,7 @@ STEM = one_of(STEMS)
 CROPS = ("pad", "random_resized")  # vision.data.transforms.train_transform
 CROP = one_of((*CROPS, AUTO))  # auto: chosen by the image size (vision.recipe)
 AUGMENT_PLACES = ("loader", "device")  # vision.data.datamodule.ImageDataModule's augment_on
-AUGMENT_ON = one_of(AUGMENT_PLACES)
+AUGMENT_ON = one_of((*AUGMENT_PLACES, AUTO))  # auto: device with the pad crop (augment_place)
 IN_MEMORY = one_of((AUTO, True, False))  # vision.data.folder.ImageFolderDataModule's in_memory
 HOLDOUT = Check(
     "a fraction in (0, 1) or a count of at least 1",
@@ -41,6 +41,15 @@ def require_patch_grid(
                 f"into whole patches; set {names[0]}={max(patch_size, round(side / patch_size) * patch_size)} "
                 f"or a patch size that divides {side}"
             )
+
+
+def augment_place(augment_on: str, crop: str) -> str:
+    """Where the training augmentation runs: ``augment_on``, or for ``auto`` the device when
+    ``crop`` (resolved) is ``pad``, whose crop, flip, normalization and erasing have a batched
+    form (vision.data.batch_augment), and the loader workers for any other crop."""
+    if augment_on != AUTO:
+        return augment_on
+    return "device" if crop == "pad" else "loader"
 
 
 def require_pad_crop(crop: str, augment_on: str = "loader", in_memory: str | bool = AUTO, error: type[ValueError] = ValueError) -> None:

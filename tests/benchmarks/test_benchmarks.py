@@ -214,8 +214,10 @@ def test_scale_images_measures_files_and_held_images(tmp_path: Path, capsys: pyt
     held = (tmp_path / "runs" / "run200_cached_true.log").read_text()
     assert "holding 240 images decoded in memory" in held
     assert "holding" not in (tmp_path / "runs" / "run200_cached_false.log").read_text()
-    assert [(row["in_memory"], row["steps"]) for row in output["speed"]] == [("false", 3), ("true", 3)]
+    assert [(row["in_memory"], row["augment_on"], row["steps"]) for row in output["speed"]] == [
+        ("false", "loader", 3), ("true", "loader", 3), ("true", "device", 3)
+    ]
     assert all(row["images_per_second"] > 0 for row in output["speed"])
     table = capsys.readouterr().out
     assert "| training images | all images | PNG MB | run | data.in_memory | wall s | peak MiB |" in table
-    assert "| data.in_memory | images/s per run | median |" in table
+    assert "| data.in_memory | data.augment_on | images/s per run | median |" in table

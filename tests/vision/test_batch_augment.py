@@ -144,3 +144,21 @@ def test_a_trainer_augments_training_batches_on_the_device_and_leaves_validation
 def test_device_augmentation_refuses_what_it_does_not_do(settings: dict, message: str) -> None:
     with pytest.raises(InputError, match=message):
         SyntheticDataModule(**settings)
+
+
+@pytest.mark.parametrize(
+    ("settings", "on_device"),
+    [
+        ({}, True),  # auto at 16 px: the pad crop, augmented on the device
+        ({"crop": "pad"}, True),
+        ({"crop": "random_resized"}, False),
+        ({"img_size": 96}, False),  # auto: a random resized crop above 64 px
+        ({"augment_on": "loader"}, False),
+    ],
+)
+def test_auto_augments_on_the_device_with_the_pad_crop(settings: dict, on_device: bool) -> None:
+    data = SyntheticDataModule(**{"img_size": SIZE, "batch_size": 4, "train_size": 8, "val_size": 4, "num_workers": 0, **settings})
+    data.setup("fit")
+    image, _ = data.train_set[0]
+    assert (data.batch_augment is not None) == on_device
+    assert image.dtype == (torch.uint8 if on_device else torch.float32)

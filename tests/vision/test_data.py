@@ -309,10 +309,14 @@ class StrengthSeen(torch.utils.data.Dataset):
 def test_running_loader_workers_follow_the_regularization_of_the_datamodule() -> None:
     from vision.recipe import regularization
 
-    data = SyntheticDataModule(img_size=16, batch_size=4, num_workers=0)
+    data = SyntheticDataModule(img_size=16, batch_size=4, num_workers=0, augment_on="loader")
     assert "ScaledAugment(strength=0" in repr(data.train_tf) and "SharedErasing(p=0" in repr(data.train_tf)
     loader = torch.utils.data.DataLoader(StrengthSeen(data.augment_strength), num_workers=1, persistent_workers=True)
     assert next(iter(loader)).item() == 0.0
     data.apply_regularization(regularization(100))
     assert next(iter(loader)).item() == 1.0  # the same worker process, a new value
     assert data.erasing.get() == 0.25
+    on_device = SyntheticDataModule(img_size=16, batch_size=4, num_workers=0)  # auto: the device's erasing
+    assert "ScaledAugment(strength=0" in repr(on_device.train_tf) and "Erasing" not in repr(on_device.train_tf)
+    on_device.apply_regularization(regularization(100))
+    assert on_device.batch_augment.erasing.shared_probability.get() == 0.25

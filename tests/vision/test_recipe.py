@@ -160,7 +160,12 @@ def test_explicit_values_are_kept() -> None:
     module.apply_regularization(regularization(3))
     assert module.mixing and module.mixup.mixup_alpha == 0.8
     assert [layer.p for layer in module.net.modules() if isinstance(layer, DropPath)] == [0.2, 0.2]
-    data = SyntheticDataModule(img_size=16, auto_augment="rand-m9-n2-mstd0.5-inc1-mmax9", re_prob=0.1, num_workers=0)
+    policy = "rand-m9-n2-mstd0.5-inc1-mmax9"
+    data = SyntheticDataModule(img_size=16, auto_augment=policy, re_prob=0.1, num_workers=0, augment_on="loader")
     data.apply_regularization(regularization(3))
     assert data.augment_strength is None and data.erasing is None
     assert "ScaledAugment" not in repr(data.train_tf) and "RandomErasing(p=0.1" in repr(data.train_tf)
+    on_device = SyntheticDataModule(img_size=16, auto_augment=policy, re_prob=0.1, num_workers=0)
+    on_device.apply_regularization(regularization(3))
+    assert "ScaledAugment" not in repr(on_device.train_tf) and "RandAugment" in repr(on_device.train_tf)
+    assert on_device.batch_augment.erasing.shared_probability.get() == 0.1

@@ -19,7 +19,7 @@ from core.training.batch_rule import ChosenBatch
 from core.training.resumable import ResumableLoader, ShuffledBatchSampler, trained_position
 from vision.data.batch_augment import BatchAugment
 from vision.data.batch_size import EVAL_BATCH, MAX_PER_PROCESS, auto_batch_size
-from vision.constraints import AUGMENT_ON, require_pad_crop
+from vision.constraints import AUGMENT_ON, augment_place, require_pad_crop
 from vision.recipe import FULL_POLICY, Regularization, crop_for
 from vision.data.transforms import SharedValue, eval_transform, train_transform, uint8_transform
 
@@ -87,7 +87,10 @@ class ImageDataModule(LightningDataModule):
             resize (and apply RandAugment when on) and hand over uint8 images; crop, flip,
             normalization and random erasing run on the whole batch where it trains
             (:class:`vision.data.batch_augment.BatchAugment`, in :meth:`on_after_batch_transfer`),
-            which takes that work off a loader that cannot keep up with a GPU. Pad-and-crop only.
+            which takes that work off the loader (Pad-and-crop only). ``auto`` (the default): the
+            device with the pad crop, the loader with the random resized crop. A training loop
+            of one's own applies ``batch_augment`` to the batches of ``train_dataloader()`` when
+            it is set.
     """
 
     MEAN: tuple[float, float, float] = (0.485, 0.456, 0.406)
@@ -112,7 +115,7 @@ class ImageDataModule(LightningDataModule):
         re_prob: float | str = AUTO,
         hflip: float = 0.5,
         interpolation: str = "bicubic",
-        augment_on: str = "loader",
+        augment_on: str = AUTO,
     ) -> None:
         super().__init__()
         or_auto(POSITIVE_INT).require(batch_size, "data.batch_size")
@@ -138,6 +141,7 @@ class ImageDataModule(LightningDataModule):
         policy = FULL_POLICY if auto_augment == AUTO else auto_augment
         erasing = re_prob if self.erasing is None else self.erasing
         self.batch_augment: BatchAugment | None = None  # the device's share, with augment_on=device
+        augment_on = augment_place(augment_on, crop)
         require_pad_crop(crop, augment_on, error=InputError)
         self.crop = crop
         if augment_on == "device":

@@ -4,7 +4,8 @@
 #      the CLI's training images/s, beside timm's compiled ViT of the same shape (benchmarks.vit).
 #   2. the same with the full 100-epoch recipe switched on (RandAugment m9, random erasing 0.25,
 #      Mixup 0.8 / CutMix 1.0, drop path 0.1) through the real transforms: augmented in the loader
-#      workers, on the GPU (data.augment_on=device), and on the GPU with RandAugment off.
+#      workers (data.augment_on=loader), on the GPU (device, what auto picks at 32 px), and on the GPU
+#      with RandAugment off.
 #   3. a 60,000-image proving ground held in memory: cluttered-digits built on the machine's CPUs
 #      (benchmarks.proving_grounds --cifar), trained 3 epochs from CIFAR-format arrays
 #      (data=cifar10, augmented on the GPU) at the batch the budget rule picks and at 1024:
@@ -44,7 +45,7 @@ recipe="data.auto_augment=rand-m9-n2-mstd0.5-inc1-mmax9 data.re_prob=0.25 module
 echo "## vision.train trainer=gpu compile=true (vit_tiny, 32 px, batch 256, $workers loader workers, 200 steps)" | tee -a "$summary"
 vision_run vision
 echo "## the same with the full recipe ($recipe)" | tee -a "$summary"
-vision_run vision_recipe_loader $recipe
+vision_run vision_recipe_loader $recipe data.augment_on=loader
 vision_run vision_recipe_device $recipe data.augment_on=device
 vision_run vision_recipe_device_no_randaugment $recipe data.augment_on=device data.auto_augment=null
 timeout 100 $py -m benchmarks.vit --device cuda --compile --batch 256 --models vit_tiny --warmup 2 --repeats 3 \

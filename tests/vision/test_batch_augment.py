@@ -162,3 +162,15 @@ def test_auto_augments_on_the_device_with_the_pad_crop(settings: dict, on_device
     image, _ = data.train_set[0]
     assert (data.batch_augment is not None) == on_device
     assert image.dtype == (torch.uint8 if on_device else torch.float32)
+
+
+def test_batches_augmented_on_the_device_take_a_true_precision() -> None:
+    data = SyntheticDataModule(img_size=SIZE, batch_size=8, train_size=16, val_size=8, num_workers=0)
+    watch = BatchWatch()
+    module = ImageClassifier(model=tiny_model_kwargs(), num_classes=10, mean=data.mean, std=data.std)
+    trainer = Trainer(
+        max_epochs=1, limit_train_batches=1, limit_val_batches=0, accelerator="cpu", precision="bf16-true", logger=False,
+        enable_checkpointing=False, enable_progress_bar=False, enable_model_summary=False, callbacks=[watch],
+    )
+    trainer.fit(module, datamodule=data)  # float32 images against bf16 weights would stop the step
+    assert [batch.dtype for batch in watch.train] == [torch.bfloat16]

@@ -76,7 +76,7 @@ def test_experiments_compose_into_a_module(experiment: str) -> None:
     [
         (["trainer.max_time=00:00:10:00"], (200, "00:00:10:00")),
         (["trainer.max_time=00:00:30:00", "trainer.max_epochs=-1"], (-1, "00:00:30:00")),
-        (["data.augment_on=device"], (200, None)),
+        (["data.augment_on=loader"], (200, None)),
     ],
 )
 def test_the_readmes_cifar10_variants_pass_the_config_checks(budget: list[str], bounds: tuple) -> None:

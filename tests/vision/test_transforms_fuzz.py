@@ -108,6 +108,8 @@ def push_through(datamodule: ImageDataModule, count: int, seed: int) -> int:
     dataset = FuzzImages(count, seed, datamodule.train_tf)
     done = 0
     for batch in torch.utils.data.DataLoader(dataset, batch_size=250, num_workers=usable_cpus()):
+        if datamodule.batch_augment is not None:  # the device's share of the pipeline
+            batch = datamodule.batch_augment(batch)
         assert batch.shape[1:] == (3, side, side) and bool(torch.isfinite(batch).all())
         done += len(batch)
     return done
@@ -117,20 +119,27 @@ def test_every_vision_data_config_is_fuzzed() -> None:
     assert {"cifar10", "cifar100", "imagefolder", "synthetic"} <= set(DATA_CONFIGS)
 
 
-def distinct_pipelines(names: list[str]) -> list[str]:
-    """The first of ``names`` for each training pipeline, normalization constants aside
-    (``cifar10`` and ``cifar100`` differ in their mean and std only)."""
-    kept: dict[str, str] = {}
+# Where the augmentation runs: the default (auto: on the batch with the pad crop) and every step
+# per image in the loader workers.
+PLACES = ((), ("data.augment_on=loader",))
+
+
+def distinct_pipelines(names: list[str]) -> list[tuple[str, tuple[str, ...]]]:
+    """The first (config, overrides) of ``names`` x :data:`PLACES` for each training pipeline,
+    normalization constants aside (``cifar10`` and ``cifar100`` differ in their mean and std only)."""
+    kept: dict[str, tuple[str, tuple[str, ...]]] = {}
     for name in names:
-        key = re.sub(r"Normalize\(.*", "Normalize", repr(training_datamodule(name).train_tf))  # to the line's end
-        kept.setdefault(key, name)
+        for overrides in PLACES:
+            datamodule = training_datamodule(name, overrides)
+            key = re.sub(r"Normalize\(.*", "Normalize", repr((datamodule.train_tf, datamodule.batch_augment is None)))
+            kept.setdefault(key, (name, overrides))
     return list(kept.values())
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("name", distinct_pipelines(DATA_CONFIGS))
-def test_twenty_thousand_images_of_every_mode_and_size_pass_the_training_transform(name: str) -> None:
-    datamodule = training_datamodule(name)
+@pytest.mark.parametrize(("name", "overrides"), distinct_pipelines(DATA_CONFIGS))
+def test_twenty_thousand_images_of_every_mode_and_size_pass_the_training_transform(name: str, overrides: tuple[str, ...]) -> None:
+    datamodule = training_datamodule(name, overrides)
     assert push_through(datamodule, 20_000, seed=len(name)) == 20_000
 
 

@@ -140,8 +140,8 @@ class ImageDataModule(LightningDataModule):
         crop = crop_for(img_size) if crop == AUTO else crop
         policy = FULL_POLICY if auto_augment == AUTO else auto_augment
         erasing = re_prob if self.erasing is None else self.erasing
-        self.batch_augment: BatchAugment | None = None  # the device's share, with augment_on=device
-        augment_on = augment_place(augment_on, crop)
+        augment_on = augment_place(augment_on, crop)  # auto -> device with the pad crop
+        self.batch_augment: BatchAugment | None = None  # the device's share, when it augments
         require_pad_crop(crop, augment_on, error=InputError)
         self.crop = crop
         if augment_on == "device":
@@ -210,12 +210,15 @@ class ImageDataModule(LightningDataModule):
             self.erasing.set(settings.re_prob)
 
     def on_after_batch_transfer(self, batch: Any, dataloader_idx: int) -> Any:
-        """With ``augment_on=device``, augment each training batch where it arrived (uint8 images
-        -> augmented, normalized float images); evaluation batches pass unchanged."""
+        """When the device augments (``augment_on`` device, or auto with the pad crop), augment each
+        training batch where it arrived (uint8 images -> augmented, normalized float images) in the
+        trainer's input precision; evaluation batches pass unchanged."""
         if self.batch_augment is None or self.trainer is None or not self.trainer.training:
             return batch
         images, targets = batch
-        return self.batch_augment(images), targets
+        # The trainer converted floating inputs to its precision before the transfer, when the
+        # images were still uint8.
+        return self.trainer.precision_plugin.convert_input((self.batch_augment(images), targets))
 
     def workers(self) -> int:
         """Loader processes: ``num_workers``, or the usable CPUs shared by this machine's training

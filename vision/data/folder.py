@@ -57,6 +57,12 @@ def read_image(path: str | Path) -> Image.Image:
         return to_rgb(image)
 
 
+def error_reason(error: Exception) -> str:
+    """An image's read error as the reason a warning or an ``error:`` line gives: its type and
+    message."""
+    return f"{type(error).__name__}: {error}"
+
+
 def unreadable_reason(path: str) -> str | None:
     """Why ``path`` cannot be used as an image, or None when it decodes and converts to RGB."""
     try:
@@ -65,7 +71,7 @@ def unreadable_reason(path: str) -> str | None:
             image.load()
             to_rgb(image)
     except UNREADABLE as error:
-        return f"{type(error).__name__}: {error}"
+        return error_reason(error)
     return None
 
 
@@ -92,7 +98,7 @@ class DecodedImages(Dataset):
         try:
             image = read_image(self.paths[index])
         except UNREADABLE as error:
-            return f"{type(error).__name__}: {error}"
+            return error_reason(error)
         return [np.asarray(resize(image), dtype=np.uint8) for resize in self.resizes]
 
 
@@ -205,8 +211,7 @@ class FixedClassImageFolder(ImageFolder):
             try:
                 image = read_image(path)
             except UNREADABLE as error:
-                reason = f"{type(error).__name__}: {error}"
-                log.warning("image %s cannot be read (%s); the next image takes its place", path, reason)
+                log.warning("image %s cannot be read (%s); the next image takes its place", path, error_reason(error))
                 continue
             return self.transform(image), target
         raise InputError(

@@ -57,6 +57,7 @@ from torch import Tensor, nn
 
 import core
 from benchmarks.common import environment, run_training_cli, table_result
+from benchmarks.report import table
 from nlp.data.batching import Example, pad_batch
 from nlp.data.datamodule import TranslationDataModule
 from nlp.decoding import length_limits, repetition_rate
@@ -300,17 +301,16 @@ def run_plain(
 
 def markdown(rows: list[dict[str, Any]]) -> str:
     """The side-by-side table."""
-    lines = [
-        "| corpus | minutes | contender | test BLEU | test chrF | rep4 (references) | steps | train loss | train tokens/s | train s |",
-        "|---|---|---|---|---|---|---|---|---|---|",
-    ]
-    for row in rows:
-        lines.append(
-            f"| {row['corpus']} | {row['minutes']:g} | {row['contender']} | {row['bleu']:.2f} | {row['chrf']:.2f} | "
-            f"{row['rep4']:.3f} ({row['rep4_ref']:.3f}) | {row['steps']} | {row['train_loss']:.3f} | "
-            f"{row['train_tokens_per_second']:.0f} | {row['train_seconds']:.0f} |"
-        )
-    return "\n".join(lines)
+    return table(
+        ("corpus", "minutes", "contender", "test BLEU", "test chrF", "rep4 (references)", "steps", "train loss",
+         "train tokens/s", "train s"),
+        (
+            (row["corpus"], f"{row['minutes']:g}", row["contender"], f"{row['bleu']:.2f}", f"{row['chrf']:.2f}",
+             f"{row['rep4']:.3f} ({row['rep4_ref']:.3f})", row["steps"], f"{row['train_loss']:.3f}",
+             f"{row['train_tokens_per_second']:.0f}", f"{row['train_seconds']:.0f}")
+            for row in rows
+        ),
+    )
 
 
 def parse_args(argv: list[str]) -> argparse.Namespace:

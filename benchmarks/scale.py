@@ -30,6 +30,7 @@ from typing import Any
 import torch
 
 from benchmarks.common import environment, table_result
+from benchmarks.report import table
 from nlp.data.gettext import DEFAULT_LOCALE_DIR, read_gettext_corpus
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -101,15 +102,12 @@ def run(corpus: Path, valid: Path, cache: Path, run_dir: Path, ddp: bool) -> lis
 
 
 def markdown(rows: list[dict[str, Any]]) -> str:
-    lines = [
-        "| pairs | TSV MB | run | processes | wall s (each) | peak MiB (each) |",
-        "|---|---|---|---|---|---|",
-    ]
+    cells = []
     for row in rows:
         walls = " / ".join(f"{p['seconds']:.0f}" for p in row["processes"])
         peaks = " / ".join(f"{p['peak_mib']:,.0f}" for p in row["processes"])
-        lines.append(f"| {row['pairs']:,} | {row['tsv_mb']:.0f} | {row['run']} | {len(row['processes'])} | {walls} | {peaks} |")
-    return "\n".join(lines)
+        cells.append((f"{row['pairs']:,}", f"{row['tsv_mb']:.0f}", row["run"], len(row["processes"]), walls, peaks))
+    return table(("pairs", "TSV MB", "run", "processes", "wall s (each)", "peak MiB (each)"), cells)
 
 
 def main(argv: list[str] | None = None) -> dict[str, Any]:

@@ -34,6 +34,7 @@ import torch
 from benchmarks import proving_grounds
 from benchmarks.common import environment, table_result
 from benchmarks.quality_vision import CPU_MODEL
+from benchmarks.report import table
 from benchmarks.scale import measured, timed
 
 SET = "cluttered-digits"
@@ -71,26 +72,22 @@ def speed_rows(folder: Path, cache: Path, out_dir: Path, steps: int, repeats: in
 
 
 def speed_markdown(rows: list[dict[str, Any]]) -> str:
-    lines = ["| data.in_memory | data.augment_on | images/s per run | median |", "|---|---|---|---|"]
+    cells = []
     for in_memory, augment_on in SPEED_RUNS:
         rates = [row["images_per_second"] for row in rows if (row["in_memory"], row["augment_on"]) == (in_memory, augment_on)]
-        lines.append(
-            f"| {in_memory} | {augment_on} | {' / '.join(f'{rate:.0f}' for rate in rates)} | {statistics.median(rates):.0f} |"
-        )
-    return "\n".join(lines)
+        cells.append((in_memory, augment_on, " / ".join(f"{rate:.0f}" for rate in rates), f"{statistics.median(rates):.0f}"))
+    return table(("data.in_memory", "data.augment_on", "images/s per run", "median"), cells)
 
 
 def markdown(rows: list[dict[str, Any]]) -> str:
-    lines = [
-        "| training images | all images | PNG MB | run | data.in_memory | wall s | peak MiB |",
-        "|---|---|---|---|---|---|---|",
-    ]
-    for row in rows:
-        lines.append(
-            f"| {row['train']:,} | {row['images']:,} | {row['png_mb']:.0f} | {row['run']} | {row['in_memory']} "
-            f"| {row['seconds']:.0f} | {row['peak_mib']:,.0f} |"
-        )
-    return "\n".join(lines)
+    return table(
+        ("training images", "all images", "PNG MB", "run", "data.in_memory", "wall s", "peak MiB"),
+        (
+            (f"{row['train']:,}", f"{row['images']:,}", f"{row['png_mb']:.0f}", row["run"], row["in_memory"],
+             f"{row['seconds']:.0f}", f"{row['peak_mib']:,.0f}")
+            for row in rows
+        ),
+    )
 
 
 def main(argv: list[str] | None = None) -> dict[str, Any]:

@@ -30,6 +30,7 @@ from core.training.checkpoint_saving import AtomicCheckpointIO
 from core.errors import InputError, TrainingDiverged
 from core.training.faults import PreemptionCheckpoint, fit_or_preempt, run_directory_claimed
 from core.training.head import HeadData, HeadModule, require_members
+from core.training.rank_seed import SeedPerRank
 from core.training.validation import validate_config
 
 log = logging.getLogger(__name__)
@@ -179,7 +180,7 @@ def fit_and_test(
     # The Trainer first: Lightning checks its settings (precision, devices, strategy) before any data work.
     trainer: pl.Trainer = instantiate(
         cfg.trainer,
-        callbacks=[*build_list(cfg.get("callbacks"), "callbacks"), budget, preemption],
+        callbacks=[*build_list(cfg.get("callbacks"), "callbacks"), budget, preemption, SeedPerRank(cfg.seed)],
         logger=build_list(cfg.get("logger"), "logger") or False,
         plugins=[AtomicCheckpointIO()],
         _convert_="all",  # plain dicts for Lightning, e.g. trainer.max_time={minutes: 10}

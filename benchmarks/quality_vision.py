@@ -72,7 +72,7 @@ from torchvision.datasets import ImageFolder
 
 from benchmarks import digits_data, proving_grounds
 from benchmarks.common import environment, run_training_cli, table_result
-from benchmarks.report import length_of
+from benchmarks.report import length_of, table
 from core.files.checkpoints import load_checkpoint
 from core.training.throughput import SKIP_BATCHES
 from vision.data.datamodule import usable_cpus
@@ -298,30 +298,27 @@ def markdown(rows: list[dict[str, Any]]) -> str:
     timed = unit == "minutes"
     rates = {row["lr"] for row in rows if row["contender"] == PLAIN}
     show_rate = len(rates) > 1 or rates != {PLAIN_LOOP.lr}
-    lines = [
-        f"| data | {unit} | seed | contender | batch | test acc | train s | wall s | images/s (vs the loop) |"
-        + (" steps |" if timed else ""),
-        "|---|---|---|---|---|---|---|---|---|" + ("---|" if timed else ""),
-    ]
+    header = ["data", unit, "seed", "contender", "batch", "test acc", "train s", "wall s", "images/s (vs the loop)"]
     loop_speed = {
         run_key(row): row["images_per_second"] for row in rows if row["contender"] == PLAIN and row.get("best_lr", True)
     }
+    cells = []
     for row in rows:
         loop = loop_speed.get(run_key(row))  # absent when only the CLI ran
         ratio = f" ({row['images_per_second'] / loop:.2f}x)" if loop else ""
         contender = row["contender"]
         if contender == PLAIN and show_rate:
             contender += f" (lr {row['lr']:g})" + (" **best**" if row["best_lr"] and len(rates) > 1 else "")
-        lines.append(
-            f"| {row['data']} | {length_of(row)[1]:g} | {row['seed']} | {contender} | {row['batch']} | "
-            f"{100 * row['test_acc']:.2f}% | {row['train_seconds']:.0f} | {row['wall_seconds']:.0f} | "
-            f"{row['images_per_second']:.0f}{ratio} |" + (f" {row['steps']} |" if timed else "")
-        )
+        cells.append([
+            row["data"], f"{length_of(row)[1]:g}", row["seed"], contender, row["batch"], f"{100 * row['test_acc']:.2f}%",
+            f"{row['train_seconds']:.0f}", f"{row['wall_seconds']:.0f}", f"{row['images_per_second']:.0f}{ratio}",
+            *([row["steps"]] if timed else []),
+        ])
+    lines = [table(header + (["steps"] if timed else []), cells)]
     seeds = sorted({row["seed"] for row in rows})
     if len(seeds) > 1:
         at_best = " (the loop at its best rate)" if len(rates) > 1 else ""
-        lines += ["", f"Over seeds {', '.join(map(str, seeds))}{at_best}:", "",
-                  f"| data | {unit} | CLI mean (min-max) | loop mean (min-max) | CLI lead |", "|---|---|---|---|---|"]
+        means_rows = []
         for data, length in dict.fromkeys((row["data"], length_of(row)[1]) for row in rows):
             accs = {
                 side: [100 * row["test_acc"] for row in rows if (row["data"], length_of(row)[1]) == (data, length)
@@ -331,8 +328,10 @@ def markdown(rows: list[dict[str, Any]]) -> str:
             if not all(accs.values()):  # one side did not run (--contenders)
                 continue
             means = {side: sum(values) / len(values) for side, values in accs.items()}
-            cells = [f"{means[side]:.1f}% ({min(accs[side]):.1f}-{max(accs[side]):.1f})" for side in ("cli", PLAIN)]
-            lines.append(f"| {data} | {length:g} | {cells[0]} | {cells[1]} | {means['cli'] - means[PLAIN]:+.1f} |")
+            spread = [f"{means[side]:.1f}% ({min(accs[side]):.1f}-{max(accs[side]):.1f})" for side in ("cli", PLAIN)]
+            means_rows.append([data, f"{length:g}", *spread, f"{means['cli'] - means[PLAIN]:+.1f}"])
+        header = ["data", unit, "CLI mean (min-max)", "loop mean (min-max)", "CLI lead"]
+        lines += ["", f"Over seeds {', '.join(map(str, seeds))}{at_best}:", "", table(header, means_rows)]
     return "\n".join(lines)
 
 

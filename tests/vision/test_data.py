@@ -206,8 +206,8 @@ def test_a_folder_is_decoded_once_and_a_changed_file_again(tmp_path: Path, monke
 
     corrupt_folder(tmp_path / "data", good=20, bad=broken_files(tmp_path))
     decoded: list[str] = []
-    real = folder.unreadable_reason
-    monkeypatch.setattr(folder, "unreadable_reason", lambda path: decoded.append(path) or real(path))
+    real = folder.decode_unreadable
+    monkeypatch.setattr(folder, "decode_unreadable", lambda paths: decoded.extend(paths) or real(paths))
 
     def setup() -> ImageFolderDataModule:
         data = ImageFolderDataModule(

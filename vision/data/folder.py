@@ -3,7 +3,7 @@
 
 Unreadable images (corrupt or truncated files, text behind an image extension) are found when the
 data is set up, not hours into a run: every file is decoded once (JPEGs at 1/8 scale, which still
-reads every byte) and converted to RGB. The verdicts are kept in the data cache
+reads every byte) and converted to RGB, by one loader process per usable CPU. The verdicts are kept in the data cache
 (``<cache_dir>/vision/<folder fingerprint>.tsv``, keyed by each file's path, size and modification
 time), so a folder is checked once, by the first process that sets it up (others wait for its
 lock), and a later run or another rank decodes only the files that are new or changed. Up to ``max_unreadable`` of them (1% by default) are
@@ -20,7 +20,6 @@ import hashlib
 import logging
 import time
 from collections.abc import Callable, Iterable, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -47,7 +46,7 @@ log = logging.getLogger(__name__)
 UNREADABLE = (OSError, SyntaxError, ValueError, EOFError, Image.DecompressionBombError)
 SHOWN = 5  # unreadable files named in a message
 MAX_SUBSTITUTES = 10  # unreadable images in a row replaced mid-epoch before the run is stopped
-DECODE_CHUNK = 512  # images a loader process decodes per task when holding them in memory
+DECODE_CHUNK = 512  # images a loader process decodes per task (the check, or holding them in memory)
 
 
 def read_image(path: str | Path) -> Image.Image:
@@ -75,12 +74,39 @@ def unreadable_reason(path: str) -> str | None:
     return None
 
 
+class Verdicts(Dataset):
+    """Each path's :func:`unreadable_reason`, empty when the image can be used."""
+
+    def __init__(self, paths: list[str]) -> None:
+        self.paths = paths
+
+    def __len__(self) -> int:
+        return len(self.paths)
+
+    def __getitem__(self, index: int) -> str:
+        return unreadable_reason(self.paths[index]) or ""
+
+
+def in_chunks(dataset: Dataset, collate_fn: Callable[[list[Any]], Any]) -> DataLoader:
+    """``dataset`` read in order, :data:`DECODE_CHUNK` items at a time, by loader processes on
+    the usable CPUs (processes, not threads: on small images Python's per-image work, which holds
+    the GIL, outweighs the decoding)."""
+    workers = usable_cpus()
+    return DataLoader(
+        dataset,
+        batch_size=DECODE_CHUNK,
+        num_workers=workers if workers > 1 else 0,
+        collate_fn=collate_fn,
+        generator=torch.Generator(),  # its workers' seeds, not drawn from the run's global generator
+    )
+
+
 def decode_unreadable(paths: list[str]) -> dict[str, str]:
-    """The paths that cannot be read, with the reason (decoded on threads: Pillow releases the
-    GIL while decoding)."""
-    with ThreadPoolExecutor(max_workers=usable_cpus()) as pool:
-        reasons = pool.map(unreadable_reason, paths)
-        return {path: reason for path, reason in zip(paths, reasons) if reason is not None}
+    """The paths that cannot be read, with the reason."""
+    if not paths:  # every verdict cached: no loader processes to start
+        return {}
+    reasons = [reason for chunk in in_chunks(Verdicts(paths), list) for reason in chunk]
+    return {path: reason for path, reason in zip(paths, reasons) if reason}
 
 
 class DecodedImages(Dataset):
@@ -116,14 +142,7 @@ def decode_all(paths: list[str], resizes: Sequence[Callable[[Image.Image], Image
     array [N, H, W, 3] per resize, decoded by loader processes on the usable CPUs. Where two
     resizes give the same pixels (images already at the size), the second array is the first.
     An image that cannot be read stops it with an :class:`InputError` naming the file."""
-    workers = usable_cpus()
-    loader = DataLoader(
-        DecodedImages(paths, resizes),
-        batch_size=DECODE_CHUNK,
-        num_workers=workers if workers > 1 else 0,
-        collate_fn=stack_chunk,
-        generator=torch.Generator(),  # its workers' seeds, not drawn from the run's global generator
-    )
+    loader = in_chunks(DecodedImages(paths, resizes), stack_chunk)
     arrays: list[np.ndarray] = []  # one [N, H, W, 3] per resize, filled chunk by chunk
     for start, (stacked, reasons) in zip(range(0, len(paths), DECODE_CHUNK), loader):
         if reasons:

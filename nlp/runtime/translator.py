@@ -16,9 +16,13 @@ How the decoding rules of :mod:`nlp.decoding` are kept:
   them, as :class:`nlp.decoding.FinishedHypotheses` does, but divides scores by
   ``length ** alpha``; all ``beam_size`` hypotheses are returned with ``</s>`` and their scores,
   the raw log-probability recovered and ranked by ``log P / ((5 + length) / 6) ** alpha`` (GNMT).
+- At the limit: CTranslate2 ends a beam hypothesis there without ``</s>``, where ours must take
+  ``</s>`` at its own probability; the cut hypotheses get that log-probability added
+  (``score_batch``) before the ranking, or a cut hypothesis that was unlikely to end outranks
+  the shorter ones that did.
 - Differences left: CTranslate2 renormalizes the probabilities over the tokens it may generate
-  (ours are normalized over the whole vocabulary, then masked), and a beam cut at the limit ends
-  without the forced ``</s>``; both change beam scores slightly, never a greedy translation.
+  (ours are normalized over the whole vocabulary, then masked), which changes beam scores
+  slightly, never a greedy translation.
 """
 
 from __future__ import annotations
@@ -154,12 +158,33 @@ class CTranslate2Translator:
         )
         to_id = self.tokenizer.tokenizer.token_to_id
         searched = []
-        for result in results:
+        for source, result in zip(sources, results):
             hypotheses = [[to_id(text) for text in tokens] for tokens in result.hypotheses]
             scores = result.scores or [0.0] * len(hypotheses)
             # CTranslate2's score is log P / length ** penalty, the length counting </s>.
-            searched.append([(ids, score * max(len(ids), 1) ** penalty) for ids, score in zip(hypotheses, scores)])
+            raw = [score * max(len(ids), 1) ** penalty for ids, score in zip(hypotheses, scores)]
+            if beam_size > 1:
+                raw = self.forced_ends(source, hypotheses, raw)
+            searched.append(list(zip(hypotheses, raw)))
         return searched
+
+    def forced_ends(self, source: list[int], hypotheses: list[list[int]], raw: list[float]) -> list[float]:
+        """Raw log P of each hypothesis with the ``</s>`` that :mod:`nlp.decoding` forces at the
+        limit: CTranslate2 ends a hypothesis cut at the limit without it, so its
+        log P(``</s>`` | source, hypothesis) is scored here (``score_batch``, whose last entry is
+        ``</s>``) and added; without it a cut hypothesis outranks the ones the limit ended."""
+        cut = [index for index, ids in enumerate(hypotheses) if not ids or ids[-1] != self.eos_id]
+        if not cut:
+            return raw
+        token = self.tokenizer.tokenizer.id_to_token
+        source_tokens = [token(i) for i in source[:-1]]
+        scored = self.model.score_batch(
+            [source_tokens] * len(cut), [[token(i) for i in hypotheses[index]] for index in cut], max_input_length=0
+        )
+        ended = list(raw)
+        for index, result in zip(cut, scored):
+            ended[index] += result.log_probs[-1]
+        return ended
 
     def best(self, hypotheses: list[Hypothesis]) -> list[int]:
         """The hypothesis of highest ``log P / lp(length)`` (GNMT), ending in ``</s>``."""

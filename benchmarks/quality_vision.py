@@ -74,7 +74,7 @@ from benchmarks import digits_data, proving_grounds
 from benchmarks.common import environment, run_training_cli, table_result
 from benchmarks.report import length_of, table
 from core.files.checkpoints import load_checkpoint
-from core.training.throughput import SKIP_BATCHES
+from core.training.callbacks.throughput import SKIP_BATCHES
 from vision.data.datamodule import usable_cpus
 from vision.data.folder import ImageFolderDataModule
 

@@ -2,7 +2,7 @@
 
 The blocks check their arguments with these objects (``DropPath`` with :data:`FRACTION`,
 ``MultiHeadAttention`` with :func:`require_head_width`, ...), and the training commands check a
-composed config with the same ones before torch is imported (``core.training.validation``), so
+composed config with the same ones before torch is imported (``core.training.commands.config_check``), so
 a rule and its words live in one place. A check raises ``ValueError`` naming the value as the
 caller calls it: an argument name in a block, a config key in a config check.
 """

@@ -21,7 +21,7 @@ class TrainingDiverged(Exception):
     (or its loss kept spiking after the rewinds it was allowed), with a message that names the
     step, ``checkpoint`` (the last one with finite weights, None when none was saved) and the fixes.
 
-    Raised on every process of a job at the same step (:mod:`core.training.divergence`).
+    Raised on every process of a job at the same step (:mod:`core.training.callbacks.divergence`).
     """
 
     def __init__(self, message: str, step: int, reason: str, checkpoint: str | None, rewinds: int) -> None:

@@ -3,7 +3,7 @@
 They are small classes rather than closures so that a scheduler's state dict (and so a
 checkpoint) holds only plain numbers. Both are :class:`BudgetedSchedule` s: the run's budget
 (``max_epochs``, ``max_steps`` or ``max_time``) sets their ``total_steps`` and caps their warmup
-through :meth:`BudgetedSchedule.plan`, which :class:`core.training.budget.TrainingBudget` calls when
+through :meth:`BudgetedSchedule.plan`, which :class:`core.training.plan.budget.TrainingBudget` calls when
 training starts and, for a time budget, again as the measured step time refines the plan.
 """
 

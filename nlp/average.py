@@ -98,7 +98,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--out", type=Path, required=True, help="the averaged checkpoint to write")
     args = parser.parse_args(argv)
     averaged = average_checkpoints(args.checkpoints)
-    from core.training.checkpoint_saving import AtomicCheckpointIO
+    from core.training.callbacks.checkpoints import AtomicCheckpointIO
 
     AtomicCheckpointIO().save_checkpoint(averaged, args.out)
     print(f"averaged {len(args.checkpoints)} checkpoints into {args.out}")

@@ -1,5 +1,5 @@
 """The translation config's rules: which constraint each key of ``conf/nlp.yaml`` (and its
-presets) follows, and the rules between keys. ``core.training.validation`` applies them, with the
+presets) follows, and the rules between keys. ``core.training.commands.config_check`` applies them, with the
 rules every training config shares, before torch is imported."""
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from core.constraints import NON_NEGATIVE, NON_NEGATIVE_INT, POSITIVE, POSITIVE_INT, PROBABILITY, optional
 from core.errors import InputError
-from core.training.validation import Rule, require_file
+from core.training.commands.config_check import Rule, require_file
 from nlp.constraints import CORPUS, JOIN_WORDS, MAX_LEN, MAX_TOKENS, PAD_TO_MULTIPLE, VOCAB_SIZE
 
 RULES: tuple[Rule, ...] = (

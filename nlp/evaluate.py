@@ -7,10 +7,10 @@ detokenized beam-search output with their sacreBLEU signatures (``{split}/bleu_s
 ``module.length_penalty``, ``module.no_repeat_ngram_size``, ``module.max_len_a`` and
 ``module.max_len_b`` override the checkpoint's decoding settings. Sentences are encoded with the
 checkpoint's tokenizer and ``max_len``; without ``data=`` the training run's data is used.
-Returns the split's BLEU for sweeps (:func:`core.training.apps.evaluation_app`).
+Returns the split's BLEU for sweeps (:func:`core.training.commands.apps.evaluation_app`).
 """
 
-from core.training.apps import evaluation_app
+from core.training.commands.apps import evaluation_app
 from nlp.head import HEAD
 
 main = evaluation_app(HEAD)

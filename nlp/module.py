@@ -15,7 +15,7 @@ from sacrebleu.metrics import BLEU, CHRF
 from torch import Tensor
 
 import core
-from core.training.budget import stepping_bound
+from core.training.plan.budget import stepping_bound
 from nlp.data.batching import pad_batch
 from nlp.decoding import DEFAULT_MAX_LEN_A, DEFAULT_MAX_LEN_B, beam_search, greedy_decode, repetition_rate
 from nlp.data.encoding import encode_sources
@@ -162,7 +162,7 @@ class TranslationModule(pl.LightningModule):
     def scores_bleu(self) -> bool:
         """Whether this validation decodes and scores BLEU: every ``bleu_every_n_epochs`` epochs and
         at the last validation of the fit, whichever of ``max_epochs``, ``max_steps`` or
-        ``max_time`` ends it (:class:`core.training.budget.TrainingBudget` makes a run that stops inside an
+        ``max_time`` ends it (:class:`core.training.plan.budget.TrainingBudget` makes a run that stops inside an
         epoch validate first, with ``trainer.should_stop`` set)."""
         trainer = self.trainer
         if trainer.sanity_checking:
@@ -238,7 +238,7 @@ class TranslationModule(pl.LightningModule):
 
     def configure_optimizers(self) -> dict[str, Any]:
         """Adam (Section 5.3) with the inverse-square-root warmup, stepped every optimizer step and
-        laid over the run's budget by :class:`core.training.budget.TrainingBudget` (warmup capped to a
+        laid over the run's budget by :class:`core.training.plan.budget.TrainingBudget` (warmup capped to a
         fraction of the planned steps, linear cooldown to 0 over the last ``cooldown_fraction``)."""
         optimizer = torch.optim.Adam(
             self.net.parameters(),

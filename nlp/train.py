@@ -1,10 +1,10 @@
 """Train a translation model: ``python -m nlp.train [data=toy model=transformer_tiny ...]``.
 
 Writes checkpoints (with the tokenizer inside) and ``metrics.json`` to the Hydra run directory;
-returns ``optimized_metric`` for sweeps (:func:`core.training.apps.training_app`).
+returns ``optimized_metric`` for sweeps (:func:`core.training.commands.apps.training_app`).
 """
 
-from core.training.apps import training_app
+from core.training.commands.apps import training_app
 from nlp.head import HEAD
 
 main = training_app(HEAD)

@@ -36,12 +36,12 @@ def test_the_rules_of_arguments_and_configs_import_no_torch() -> None:
     """What the constructors accept and the config rules built on it load without torch, so the
     training commands refuse a bad value before the heavy imports."""
     root = Path(core.__file__).parents[1]
-    for path in ("core/constraints.py", "core/training/validation.py", "nlp/constraints.py", "nlp/config_rules.py",
+    for path in ("core/constraints.py", "core/training/commands/config_check.py", "nlp/constraints.py", "nlp/config_rules.py",
                  "vision/constraints.py", "vision/config_rules.py", "vision/recipe.py"):
         imported = imported_modules(root / path)
         assert not {module for module in imported if module.split(".")[0] in ("torch", "lightning", "timm", "numpy")}, path
         local = {module for module in imported if module.split(".")[0] in ("core", "nlp", "vision")}
-        assert local <= {"core.constraints", "core.errors", "core.training.validation", "nlp.constraints",
+        assert local <= {"core.constraints", "core.errors", "core.training.commands.config_check", "nlp.constraints",
                          "vision.constraints", "vision.recipe"}, (path, local)
 
 

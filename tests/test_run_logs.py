@@ -1,5 +1,5 @@
 """What a training command prints and keeps: each log line once on the console and in the run
-directory's log file, and no advertisement (core.training.logs)."""
+directory's log file, and no advertisement (core.commands.logs)."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from core.training.logs import route_library_logs
+from core.commands.logs import route_library_logs
 from tests.command_runs import TINY_VISION_RUN, run_command
 
 

@@ -1,5 +1,5 @@
 """Sweeps: the ``hparams_search=`` presets of the Optuna sweeper (conf/hparams_search/) and the
-table of every sweep's trials (core.training.trials)."""
+table of every sweep's trials (core.training.commands.trials)."""
 
 from __future__ import annotations
 
@@ -12,8 +12,8 @@ import pytest
 import yaml
 from hydra import compose, initialize_config_dir
 
-from core.training.optuna_logs import OptunaLogs
-from core.training.trials import trial_rows, write_table
+from core.training.commands.optuna_logs import OptunaLogs
+from core.training.commands.trials import trial_rows, write_table
 from tests.command_runs import ROOT, TINY_VISION_RUN, run_command
 
 
@@ -33,8 +33,8 @@ def test_each_head_has_a_search_laid_over_a_per_trial_budget(head: str, directio
     assert sweeper.direction == direction  # from optimized_mode
     assert set(sweeper.params) == searched
     assert (cfg.trainer.max_time, cfg.trainer.max_epochs) == ("00:00:10:00", -1)
-    assert cfg.hydra.callbacks.trials_table._target_ == "core.training.trials.TrialsTable"
-    assert cfg.hydra.callbacks.optuna_logs._target_ == "core.training.optuna_logs.OptunaLogs"
+    assert cfg.hydra.callbacks.trials_table._target_ == "core.training.commands.trials.TrialsTable"
+    assert cfg.hydra.callbacks.optuna_logs._target_ == "core.training.commands.optuna_logs.OptunaLogs"
 
 
 def test_optunas_lines_go_through_the_sweeps_logging_warnings_only(caplog: pytest.LogCaptureFixture) -> None:

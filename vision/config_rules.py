@@ -1,5 +1,5 @@
 """The vision config's rules: which constraint each key of ``conf/vision.yaml`` (and its presets)
-follows, and the rules between keys. ``core.training.validation`` applies them, with the rules
+follows, and the rules between keys. ``core.training.commands.config_check`` applies them, with the rules
 every training config shares, before torch is imported."""
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ from core.constraints import (
     require_sincos_width,
 )
 from core.errors import InputError
-from core.training.validation import Rule
+from core.training.commands.config_check import Rule
 from vision.constraints import (
     STEM,
     AUGMENT_ON,

@@ -21,7 +21,7 @@ from torchmetrics.classification import MulticlassAccuracy
 
 from core import warmup_cosine
 from core.constraints import AUTO
-from core.training.budget import RunPlan, run_plan, stepping_bound, steps_per_epoch
+from core.training.plan.budget import RunPlan, run_plan, stepping_bound, steps_per_epoch
 from core.errors import InputError
 from core.files.checkpoints import constructor_defaults
 from core.regularization import DropPath
@@ -181,7 +181,7 @@ class ImageClassifier(LightningModule):
 
     def follow_plan(self) -> None:
         """Size the ``auto`` regularization, here and in the datamodule, to the planned epochs and
-        steps of :func:`core.training.budget.run_plan` (the same on every process; none while a
+        steps of :func:`core.training.plan.budget.run_plan` (the same on every process; none while a
         time budget is being measured) by :func:`vision.recipe.regularization`; log it when it
         changes."""
         plan = self.followed_plan = run_plan(self.trainer)
@@ -249,7 +249,7 @@ class ImageClassifier(LightningModule):
     def configure_optimizers(self) -> dict[str, Any]:
         """AdamW (no weight decay on biases, norms, the class token and position embeddings) with a
         per-step linear warmup and cosine decay, laid over the run's budget by
-        :class:`core.training.budget.TrainingBudget` (which also caps the warmup)."""
+        :class:`core.training.plan.budget.TrainingBudget` (which also caps the warmup)."""
         groups = param_groups_weight_decay(
             self.net, self.hparams.weight_decay, no_weight_decay_list=self.net.no_weight_decay()
         )

@@ -20,7 +20,7 @@ CIFAR-10 at batch 128 takes 391 steps an epoch, so there the epochs decide (30 e
 steps); a small folder is held back by its steps.
 
 The classifier (:meth:`vision.module.ImageClassifier.follow_plan`) reads the run's plan
-(:func:`core.training.budget.run_plan`: planned epochs and steps, the same on every process) at
+(:func:`core.training.plan.budget.run_plan`: planned epochs and steps, the same on every process) at
 the start of every epoch and hands the result to itself and to the datamodule; a ``max_time`` run
 follows its plan from the moment its first steps are timed.
 """

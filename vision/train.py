@@ -1,10 +1,10 @@
 """``python -m vision.train [overrides]``: train a Vision Transformer (config ``conf/vision.yaml``).
 
 Writes checkpoints and ``metrics.json`` to the Hydra run directory; returns ``optimized_metric``
-for sweeps (:func:`core.training.apps.training_app`).
+for sweeps (:func:`core.training.commands.apps.training_app`).
 """
 
-from core.training.apps import training_app
+from core.training.commands.apps import training_app
 from vision.head import HEAD
 
 main = training_app(HEAD)

@@ -2,7 +2,7 @@
 Trainer -> ``metrics.json``) with the module read from the checkpoint and ``fit`` left out, as
 lightning-hydra-template's ``eval.py``.
 
-The evaluate command of every head (:func:`core.training.apps.evaluation_app`) runs
+The evaluate command of every head (:func:`core.training.commands.apps.evaluation_app`) runs
 :func:`evaluate_checkpoint`, which loads the module as the head's :class:`~core.training.head.Head`
 says and calls :func:`evaluate` with what only the head knows: the data settings the checkpoint
 fixes (preprocessing, tokenizer) and reports that add entries to ``metrics.json`` (a confusion
@@ -24,7 +24,7 @@ from omegaconf import DictConfig, OmegaConf, open_dict
 from core.errors import InputError
 from core.training.head import EvaluationSplits, Head, HeadData, HeadModule, require_members
 from core.training.runner import build_list, prepare_once, scalar_metrics, write_json_atomically
-from core.training.validation import validate_config
+from core.training.commands.config_check import validate_config
 
 log = logging.getLogger(__name__)
 

@@ -5,9 +5,9 @@ and what the head declares once for its two commands (:class:`Head`).
 
 A head needs no change in ``core``: it writes a datamodule and a module that have these members,
 a primary config for training and one for evaluation (each naming its rules module in
-``config_rules``, see :mod:`core.training.validation`), and a :class:`Head`; its ``train`` and
+``config_rules``, see :mod:`core.training.commands.config_check`), and a :class:`Head`; its ``train`` and
 ``evaluate`` commands are then ``training_app(HEAD)`` and ``evaluation_app(HEAD)`` of
-:mod:`core.training.apps`.
+:mod:`core.training.commands.apps`.
 
 Importing this module loads neither torch nor Lightning, so a command built from a :class:`Head`
 answers ``--help`` before those imports.

@@ -1,6 +1,6 @@
 """The one training routine both heads run: config -> datamodule -> module -> Trainer -> metrics.
 
-Every head's ``train`` command (:func:`core.training.apps.training_app`) calls :func:`train` with
+Every head's ``train`` command (:func:`core.training.commands.apps.training_app`) calls :func:`train` with
 its composed config; what the runner uses of the head's datamodule and module is the contract of
 :mod:`core.training.head`, checked when they are built. Lightning and Hydra are imported here,
 not by ``import core``.
@@ -24,14 +24,14 @@ from hydra.utils import get_class, instantiate
 from omegaconf import DictConfig, OmegaConf
 
 from core.files.atomic import atomic_path
-from core.training.budget import TrainingBudget
+from core.training.plan.budget import TrainingBudget
 from core.files.checkpoints import load_checkpoint, outline, require_finite_weights, require_fit
-from core.training.checkpoint_saving import AtomicCheckpointIO
+from core.training.callbacks.checkpoints import AtomicCheckpointIO
 from core.errors import InputError, TrainingDiverged
-from core.training.faults import PreemptionCheckpoint, fit_or_preempt, run_directory_claimed
+from core.training.callbacks.faults import PreemptionCheckpoint, fit_or_preempt, run_directory_claimed
 from core.training.head import HeadData, HeadModule, require_members
-from core.training.rank_seed import SeedPerRank
-from core.training.validation import validate_config
+from core.training.callbacks.rank_seed import SeedPerRank
+from core.training.commands.config_check import validate_config
 
 log = logging.getLogger(__name__)
 
@@ -144,9 +144,9 @@ def train(cfg: DictConfig) -> float | None:
     Steps: claim the run directory (a second run started on it while this one goes is refused);
     seed everything; instantiate callbacks, loggers and the Trainer from ``cfg.callbacks``,
     ``cfg.logger`` and ``cfg.trainer`` (so Lightning refuses a bad setting before any data work), with
-    :class:`core.training.budget.TrainingBudget` (``cfg.budget``) laying the learning-rate schedule over
+    :class:`core.training.plan.budget.TrainingBudget` (``cfg.budget``) laying the learning-rate schedule over
     the run's budget and validating the final weights when a budget ends it, and
-    :class:`core.training.faults.PreemptionCheckpoint` saving the current step on SIGTERM (the process
+    :class:`core.training.callbacks.faults.PreemptionCheckpoint` saving the current step on SIGTERM (the process
     then exits with status 143); instantiate the datamodule and prepare it, so that the module
     can be built from what the data defines (classes, tokenizer); optionally compile the
     network (``compile: true``, ``torch.compile`` keyword arguments in ``compile_options``); fit

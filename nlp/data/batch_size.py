@@ -31,8 +31,8 @@ import lightning.pytorch as pl
 import numpy as np
 import torch
 
-from core.training.batch_rule import BatchRule, choose_batch
-from core.training.pace import measure_pace as pace_of
+from core.training.plan.batch_rule import BatchRule, choose_batch
+from core.training.plan.batch_rule import measure_pace as pace_of
 from nlp.data.batching import token_budget_batches
 
 MIN_TOKENS = 1024
@@ -66,7 +66,7 @@ RULE = BatchRule(
 
 def measure_pace(module: Any, trainer: pl.Trainer, batch: Batch) -> float:
     """Padded tokens per second of forward and backward passes of ``module.loss`` on ``batch``
-    (:func:`core.training.pace.measure_pace`)."""
+    (:func:`core.training.plan.batch_rule.measure_pace`)."""
     batch = {key: value.to(module.device) for key, value in batch.items()}
     tokens = batch["source"].shape[0] * max(batch["source"].shape[1], batch["target"].shape[1] - 1)
     return pace_of(module, trainer, lambda: module.loss(batch)[0], tokens)
@@ -85,7 +85,7 @@ def auto_max_tokens(
     make_batch: Callable[[list[int]], Batch],
 ) -> int:
     """The token budget of a training batch for this run (the rule of the module docstring, through
-    :func:`core.training.batch_rule.choose_batch`): ``lengths`` are the training examples' sizes as
+    :func:`core.training.plan.batch_rule.choose_batch`): ``lengths`` are the training examples' sizes as
     the batch sampler counts them, and ``make_batch`` collates examples by index. Every process
     uses the first one's choice."""
     return choose_batch(

@@ -16,7 +16,7 @@ import torch
 from torch import Tensor
 
 from core.constraints import POSITIVE_INT
-from core.training.resumable import EpochBatchSampler
+from core.data.resumable import EpochBatchSampler
 
 Example = tuple[Sequence[int], Sequence[int]]  # (source ids, target ids): lists or numpy arrays
 
@@ -48,14 +48,14 @@ class TokenBudgetBatchSampler(EpochBatchSampler):
     shuffles the order of the batches. With several processes (DDP) every rank gets the batches
     ``rank, rank + num_replicas, ...`` of the same list (the seed and epoch are shared), padded so
     that every rank runs the same number of steps, and a run resumed mid-epoch continues on the
-    same batches (:class:`core.training.resumable.EpochBatchSampler`). Lengths and batches are
+    same batches (:class:`core.data.resumable.EpochBatchSampler`). Lengths and batches are
     numpy arrays: a corpus of millions of sentences costs a few bytes per sentence.
 
     Args:
         lengths: size of each example (longer of source and target, in tokens).
         max_tokens: padded-token budget per batch.
         shuffle: randomize batches each epoch (the epoch comes from :meth:`set_epoch`, or under a
-            Trainer from the training loop, :class:`core.training.resumable.ResumableLoader`).
+            Trainer from the training loop, :class:`core.data.resumable.ResumableLoader`).
         seed: base seed of the shuffling.
         num_replicas: number of data-parallel processes.
         rank: this process's index among them.

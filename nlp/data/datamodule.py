@@ -13,8 +13,8 @@ from torch.utils.data import DataLoader
 from core.constraints import AUTO
 from core.files.data_cache import cache_root
 from core.errors import InputError
-from core.training.batch_rule import ChosenBatch
-from core.training.resumable import ResumableLoader, trained_position
+from core.training.plan.batch_rule import ChosenBatch
+from core.data.resumable import ResumableLoader, trained_position
 from nlp.data.batch_size import STEPS_ONLY_TOKENS, auto_max_tokens
 from nlp.constraints import CORPUS, MAX_LEN, MAX_TOKENS, PAD_TO_MULTIPLE
 from nlp.data.batching import Collator, TokenBudgetBatchSampler

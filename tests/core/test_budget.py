@@ -20,7 +20,7 @@ def logged_rates(output_dir: Path) -> list[tuple[int, float]]:
 
 
 def test_epoch_budget_caps_warmup_and_decays_to_its_end(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
-    with caplog.at_level(logging.INFO, logger="core.training.budget"):
+    with caplog.at_level(logging.INFO, logger="core.training.plan.budget"):
         train(tiny_config(tmp_path, "trainer.max_epochs=5", "+module.warmup_steps=100"))  # 4 steps an epoch
     assert "warmup shortened from 100 to 2 steps" in caplog.text  # 10% of 20 planned steps
     rates = logged_rates(tmp_path)

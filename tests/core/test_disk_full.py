@@ -16,7 +16,7 @@ import torch
 
 from core.files import atomic
 from core.files.atomic import atomic_path
-from core.training.checkpoint_saving import AtomicCheckpointIO
+from core.training.callbacks.checkpoints import AtomicCheckpointIO
 from core.errors import InputError
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -16,7 +16,7 @@ from torch import Tensor
 
 import core
 from core.errors import InputError, TrainingDiverged
-from core.training.divergence import DivergenceGuard
+from core.training.callbacks.divergence import DivergenceGuard
 from core.training.runner import train
 from tests.core.test_runner import tiny_config
 from tests.core.tiny_task import TinyData, TinyModule

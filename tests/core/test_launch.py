@@ -9,7 +9,7 @@ import pytest
 from hydra import compose, initialize_config_dir
 from omegaconf import OmegaConf
 
-from core.training.hydra_app import launch_stamp
+from core.training.commands.hydra_app import launch_stamp
 
 CONF = Path(__file__).resolve().parents[2] / "conf"
 

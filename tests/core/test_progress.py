@@ -10,11 +10,11 @@ from pathlib import Path
 import pytest
 from lightning.pytorch.callbacks import RichProgressBar
 
-from core.training.progress import LogProgress, progress_bar
+from core.training.callbacks.progress import LogProgress, progress_bar
 from core.training.runner import train
 from tests.core.test_runner import tiny_config
 
-LOG_PROGRESS = "callbacks.progress_bar={_target_:core.training.progress.LogProgress,every_n_seconds:0}"
+LOG_PROGRESS = "callbacks.progress_bar={_target_:core.training.callbacks.progress.LogProgress,every_n_seconds:0}"
 
 
 def test_rich_bar_only_on_an_interactive_terminal(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -29,9 +29,9 @@ def test_rich_bar_only_on_an_interactive_terminal(monkeypatch: pytest.MonkeyPatc
 
 
 def test_log_lines_carry_step_loss_speed_and_time_left(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
-    with caplog.at_level(logging.INFO, logger="core.training.progress"):
+    with caplog.at_level(logging.INFO, logger="core.training.callbacks.progress"):
         train(tiny_config(tmp_path, LOG_PROGRESS, "trainer.max_epochs=2"))  # 4 steps per epoch
-    lines = [r.getMessage() for r in caplog.records if r.name == "core.training.progress"]
+    lines = [r.getMessage() for r in caplog.records if r.name == "core.training.callbacks.progress"]
     train_lines = [line for line in lines if "steps/s" in line]
     assert len(train_lines) == 8 + 2  # every step (every_n_seconds=0) and each epoch end
     pattern = (
@@ -49,9 +49,9 @@ def test_log_lines_carry_step_loss_speed_and_time_left(tmp_path: Path, caplog: p
 
 
 def test_time_left_follows_max_time_when_it_comes_first(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
-    with caplog.at_level(logging.INFO, logger="core.training.progress"):
+    with caplog.at_level(logging.INFO, logger="core.training.callbacks.progress"):
         train(tiny_config(tmp_path, LOG_PROGRESS, "trainer.max_epochs=1000", "trainer.max_time=00:00:00:03"))
-    lines = [r.getMessage() for r in caplog.records if r.name == "core.training.progress" and "steps/s" in r.getMessage()]
+    lines = [r.getMessage() for r in caplog.records if r.name == "core.training.callbacks.progress" and "steps/s" in r.getMessage()]
     # While the pace is measured there is no total yet (the 4,000 steps of max_epochs would mislead),
     # then the planned total of the run's plan, well short of 4,000.
     assert "| step 1 |" in lines[0] and re.search(r"left 0:00:0[0-3]$", lines[0])

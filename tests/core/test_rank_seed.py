@@ -9,7 +9,7 @@ import lightning.pytorch as pl
 import numpy as np
 import torch
 
-from core.training.rank_seed import SeedPerRank
+from core.training.callbacks.rank_seed import SeedPerRank
 
 
 def test_one_process_keeps_its_random_state() -> None:

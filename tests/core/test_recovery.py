@@ -16,7 +16,7 @@ import pytest
 import torch
 
 import core
-from core.training.checkpoint_saving import AtomicCheckpointIO
+from core.training.callbacks.checkpoints import AtomicCheckpointIO
 from core.training.runner import train
 from tests.core.test_runner import CONF, tiny_config
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from core.training.resumable import ResumableLoader, ShuffledBatchSampler
+from core.data.resumable import ResumableLoader, ShuffledBatchSampler
 
 
 def test_the_loader_follows_the_training_epoch_and_resumes_inside_it() -> None:

@@ -6,7 +6,7 @@ import pytest
 import torch
 from torch.utils.data import DataLoader, Dataset
 
-from core.training import throughput
+from core.training.callbacks import throughput
 from tests.core.tiny_task import TinyModule
 
 

@@ -12,7 +12,7 @@ from omegaconf import DictConfig
 import core
 from core.errors import InputError
 from core.training.runner import train
-from core.training.validation import validate_config
+from core.training.commands.config_check import validate_config
 from nlp.data.datamodule import TranslationDataModule
 from nlp.data.gettext import read_gettext_corpus
 from nlp.data.tokenizer import train_tokenizer

@@ -13,7 +13,7 @@ from torch import Tensor, nn
 from torch.utils.data import DataLoader, TensorDataset
 
 import core
-from core.training.budget import stepping_bound
+from core.training.plan.budget import stepping_bound
 
 
 class TinyClassifier(nn.Module):

@@ -111,7 +111,7 @@ def test_a_number_is_kept_and_a_bad_word_is_refused(tmp_path: Path, corpus: Path
     from hydra.utils import instantiate
 
     from core.errors import InputError
-    from core.training.validation import validate_config
+    from core.training.commands.config_check import validate_config
 
     fixed = instantiate(files_config(tmp_path, corpus, "data.max_tokens=1000").data)
     assert fixed.resolve_max_tokens() == 1000

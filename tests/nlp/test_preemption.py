@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 import core
-from core.training.faults import PREEMPTED_EXIT
+from core.training.callbacks.faults import PREEMPTED_EXIT
 from core.training.runner import train
 from tests.core.interrupt import logged_losses
 from tests.nlp.conftest import nlp_config, reverse_pairs, write_lines

@@ -1,6 +1,6 @@
 """``python -m tests.third_head.evaluate ckpt_path=CKPT``: score a checkpoint of the third head."""
 
-from core.training.apps import evaluation_app
+from core.training.commands.apps import evaluation_app
 from tests.third_head.head import HEAD
 
 main = evaluation_app(HEAD)

@@ -12,7 +12,7 @@ from lightning.pytorch import Trainer
 from core.files.checkpoints import load_checkpoint
 from core.errors import InputError
 from core.training.runner import train
-from core.training.validation import validate_config
+from core.training.commands.config_check import validate_config
 from tests.vision.test_train import vision_config
 from tests.vision.vision_testdata import TINY_MODEL
 from vision.data import batch_size

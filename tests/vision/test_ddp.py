@@ -16,7 +16,7 @@ import pytest
 import torch
 from hydra import compose, initialize_config_dir
 
-from core.training.budget import run_plan
+from core.training.plan.budget import run_plan
 from core.training.runner import train
 from tests.vision.vision_testdata import CONF, TINY_MODEL
 

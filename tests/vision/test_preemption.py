@@ -13,7 +13,7 @@ import pytest
 from hydra import compose, initialize_config_dir
 
 import core
-from core.training.faults import PREEMPTED_EXIT
+from core.training.callbacks.faults import PREEMPTED_EXIT
 from core.training.runner import train
 from tests.vision.vision_testdata import CONF, TINY_MODEL
 

@@ -10,7 +10,7 @@ import pytest
 from lightning.pytorch import Callback, LightningModule, Trainer
 
 from core.regularization import DropPath
-from core.training.budget import RunPlan, TrainingBudget, run_plan
+from core.training.plan.budget import RunPlan, TrainingBudget, run_plan
 from tests.vision.vision_testdata import tiny_model_kwargs
 from vision import recipe
 from vision.module import ImageClassifier

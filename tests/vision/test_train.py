@@ -21,7 +21,7 @@ from PIL import Image
 
 from core import load_checkpoint, load_module
 from core.training.runner import model_kwargs, train
-from core.training.validation import validate_config
+from core.training.commands.config_check import validate_config
 from tests.vision.vision_testdata import CONF, TINY_MODEL, write_image
 from vision import predict
 from vision import explain

@@ -32,8 +32,7 @@ import lightning.pytorch as pl
 import torch
 import torch.nn.functional as F
 
-from core.training.batch_rule import BatchRule, choose_batch
-from core.training.pace import measure_pace
+from core.training.plan.batch_rule import BatchRule, choose_batch, measure_pace
 
 MIN_BATCH = 32  # of all processes together
 MAX_PER_PROCESS = 128
@@ -72,7 +71,7 @@ def measure_image_pace(module: pl.LightningModule, trainer: pl.Trainer, img_size
 
 def auto_batch_size(trainer: pl.Trainer, module: pl.LightningModule, train_images: int, img_size: int | Sequence[int]) -> int:
     """Each process's training batch for this run (the rule of the module docstring, through
-    :func:`core.training.batch_rule.choose_batch`); every process uses the first one's choice."""
+    :func:`core.training.plan.batch_rule.choose_batch`); every process uses the first one's choice."""
     world = trainer.world_size
     rule = BatchRule(
         setting="data.batch_size",

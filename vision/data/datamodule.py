@@ -15,8 +15,8 @@ from torch.utils.data import DataLoader, Dataset, DistributedSampler, Subset
 
 from core.constraints import AUTO, NON_NEGATIVE_INT, POSITIVE_INT, optional, or_auto
 from core.errors import InputError
-from core.training.batch_rule import ChosenBatch
-from core.training.resumable import ResumableLoader, ShuffledBatchSampler, trained_position
+from core.training.plan.batch_rule import ChosenBatch
+from core.data.resumable import ResumableLoader, ShuffledBatchSampler, trained_position
 from vision.data.batch_augment import BatchAugment
 from vision.data.batch_size import EVAL_BATCH, MAX_PER_PROCESS, auto_batch_size
 from vision.constraints import AUGMENT_ON, augment_place, require_pad_crop
@@ -239,7 +239,7 @@ class ImageDataModule(LightningDataModule):
     def loader(self, dataset: Dataset, train: bool) -> DataLoader:
         """A loader over ``dataset``, sharded over the data-parallel processes. ``train``: a
         seeded shuffle of full batches per epoch that a run resumed mid-epoch continues exactly
-        (:mod:`core.training.resumable`); otherwise in order (``DistributedSampler`` under DDP,
+        (:mod:`core.data.resumable`); otherwise in order (``DistributedSampler`` under DDP,
         which pads the last shard by repeating images, as Lightning does)."""
         world_size, rank = (self.trainer.world_size, self.trainer.global_rank) if self.trainer is not None else (1, 0)
         workers = self.workers()

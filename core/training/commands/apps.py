@@ -13,9 +13,9 @@ from collections.abc import Callable
 from omegaconf import DictConfig
 
 from core.training.head import Head
-from core.training.hydra_app import hydra_app
-from core.training.logs import route_library_logs
-from core.training.validation import validate_config
+from core.training.commands.hydra_app import hydra_app
+from core.commands.logs import route_library_logs
+from core.training.commands.config_check import validate_config
 
 
 def training_app(head: Head) -> Callable[[], float | None]:

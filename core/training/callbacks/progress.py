@@ -21,7 +21,7 @@ import lightning.pytorch as pl
 from lightning.pytorch.callbacks import ProgressBar, RichProgressBar, Timer
 from rich.console import Console
 
-from core.training.budget import run_plan
+from core.training.plan.budget import run_plan
 
 log = logging.getLogger(__name__)
 
@@ -83,7 +83,7 @@ class LogProgress(ProgressBar):
             log.info("epoch %d | step %d | validation | %s", trainer.current_epoch, trainer.global_step, format_metrics(metrics))
 
     def write_train_line(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
-        """One line: epoch, step of the planned total (:func:`core.training.budget.run_plan`),
+        """One line: epoch, step of the planned total (:func:`core.training.plan.budget.run_plan`),
         training metrics, speed, elapsed and remaining time."""
         now = time.monotonic()
         self._last_line = now
@@ -110,7 +110,7 @@ def format_metrics(metrics: dict[str, Any]) -> str:
 
 
 def item_rate(trainer: pl.Trainer, pl_module: pl.LightningModule) -> str | None:
-    """``"524 samples/s"``: the rate :class:`core.training.throughput.TrainThroughput` logged at the last
+    """``"524 samples/s"``: the rate :class:`core.training.callbacks.throughput.TrainThroughput` logged at the last
     epoch end (all processes, training batches only); None before the first epoch end."""
     unit = getattr(pl_module, "throughput_unit", None)
     rate = trainer.callback_metrics.get(f"train/{unit}_per_second")

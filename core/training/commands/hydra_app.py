@@ -49,7 +49,7 @@ def hydra_app(config_name: str, config_path: str, command: str) -> Callable[[Cal
 
     ``command`` is the module of the command (``vision.train``): Hydra names the job, and so the
     run's log file (``train.log``), after the module of the task function, which is built
-    elsewhere (:mod:`core.training.apps`) and takes the command's name."""
+    elsewhere (:mod:`core.training.commands.apps`) and takes the command's name."""
     import hydra
     from hydra.errors import HydraException, InstantiationException, MissingConfigException
     from omegaconf.errors import OmegaConfBaseException

@@ -4,7 +4,7 @@
 
 All three translate the same test sentences with the checkpoint's decoding settings (length
 penalty, length limit, n-gram blocking), PyTorch through :meth:`nlp.module.TranslationModule.translate`
-and CTranslate2 through :class:`nlp.runtime.translator.CTranslate2Translator`, each on
+and CTranslate2 through :class:`nlp.export.translator.CTranslate2Translator`, each on
 ``--threads`` intra-op threads. After one untimed batch each, the contenders translate the whole
 set in turn (A B C A B C ...), ``--repeats`` times; the median pass gives sentences per second.
 The test sentences are the gettext test split (``--tgt-lang``, as ``data=gettext`` splits it) or
@@ -95,8 +95,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     args = parse_args(argv)
     import ctranslate2
 
-    from nlp.runtime.translator import CTranslate2Translator
-    from nlp.runtime.writer import export_ctranslate2
+    from nlp.export.translator import CTranslate2Translator
+    from nlp.export.writer import export_ctranslate2
 
     if args.threads is not None:
         torch.set_num_threads(args.threads)

@@ -22,11 +22,11 @@ from core.commands.arguments import ArgumentParser, add_device_option, png_path,
 from core.commands.exit import command
 from core.errors import InputError
 from nlp.data.corpora import Utf8Lines
-from nlp.runtime.directory import is_exported_model
+from nlp.export.directory import is_exported_model
 
 if TYPE_CHECKING:
     from nlp.module import TranslationModule
-    from nlp.runtime.translator import CTranslate2Translator
+    from nlp.export.translator import CTranslate2Translator
 
 
 def one_line(text: str) -> str:
@@ -102,7 +102,7 @@ def load_exported(args: argparse.Namespace) -> CTranslate2Translator:
             f"--attention draws the PyTorch model's cross-attention, and {args.checkpoint} is an exported CTranslate2 "
             "model; pass the .ckpt it was exported from"
         )
-    from nlp.runtime.translator import CTranslate2Translator
+    from nlp.export.translator import CTranslate2Translator
 
     return CTranslate2Translator(args.checkpoint, args.device)
 

@@ -22,9 +22,9 @@ from nlp.data.batching import pad_batch
 from nlp.data.encoding import encode_sources
 from nlp.data.tokenizer import SubwordTokenizer
 from nlp.module import TranslationModule, load_translator
-from nlp.runtime import writer
-from nlp.runtime.directory import METADATA, QUANTIZATIONS, is_exported_model
-from nlp.runtime.translator import CTranslate2Translator
+from nlp.export import writer
+from nlp.export.directory import METADATA, QUANTIZATIONS, is_exported_model
+from nlp.export.translator import CTranslate2Translator
 from tests.nlp.trained_translator import MODEL, TEST_PAIRS, train_reverse_translator
 
 pytest.importorskip("ctranslate2")

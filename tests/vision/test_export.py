@@ -14,7 +14,7 @@ import torch
 
 from tests.vision.vision_testdata import write_classifier_checkpoint
 from vision import export
-from vision.model import formats as exporters
+from vision.export import formats as exporters
 from vision.inference import data_config, load_classifier
 
 

@@ -1,6 +1,6 @@
 """The Vision Transformer and its parts: patch embedding (:mod:`~vision.model.patch_embed`), the
 model (:mod:`~vision.model.vision_transformer`), timm weights read into it
-(:mod:`~vision.model.timm_weights`) and attention rollout over it (:mod:`~vision.model.rollout`).
+(:mod:`~vision.model.timm_weights`) and the convolutional stem (:mod:`~vision.model.conv_stem`).
 
 ``from vision.model import VisionTransformer`` is the model's public import path.
 """

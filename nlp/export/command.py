@@ -2,9 +2,9 @@
 translation model as a CTranslate2 model directory, which ``python -m nlp.translate DIR`` runs as
 it runs the checkpoint (C++ decoding, int8 weights on CPUs).
 
-``DIR`` holds the network as a ``ctranslate2.specs.TransformerSpec`` (:mod:`nlp.runtime.spec`),
+``DIR`` holds the network as a ``ctranslate2.specs.TransformerSpec`` (:mod:`nlp.export.spec`),
 the checkpoint's ``tokenizer.json`` and ``translation.json`` with the special token ids, the
-length limits and the checkpoint's decoding settings (:mod:`nlp.runtime.directory`). It is built
+length limits and the checkpoint's decoding settings (:mod:`nlp.export.directory`). It is built
 beside ``DIR`` and renamed into place after a check: probe sentence pairs are scored by the
 written model and by the PyTorch model, whose log-probabilities must agree in float32; a
 quantized export reports the largest difference. Needs ``pip install -e ".[ctranslate2]"``.
@@ -17,7 +17,7 @@ from pathlib import Path
 
 from core.commands.arguments import ArgumentParser
 from core.commands.exit import command
-from nlp.runtime.directory import FORMAT, QUANTIZATIONS
+from nlp.export.directory import FORMAT, QUANTIZATIONS
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
@@ -42,8 +42,8 @@ def main(argv: list[str] | None = None) -> None:
     args = parse_args(argv)
     # torch, Lightning and ctranslate2 load after the arguments are read
     from nlp.module import load_translator
-    from nlp.runtime.directory import require_ctranslate2
-    from nlp.runtime.writer import export_ctranslate2
+    from nlp.export.directory import require_ctranslate2
+    from nlp.export.writer import export_ctranslate2
 
     require_ctranslate2(f"--format {args.format}")
     translator = load_translator(args.checkpoint)
@@ -56,6 +56,3 @@ def main(argv: list[str] | None = None) -> None:
         f"(max |difference| {difference:.1e} on probe sentences)"
     )
 
-
-if __name__ == "__main__":
-    main()

@@ -37,7 +37,7 @@ from core.errors import InputError
 from nlp.data.encoding import encode_sources
 from nlp.data.tokenizer import BOS, PAD, SubwordTokenizer
 from nlp.decoding import gnmt_length_penalty, length_limits
-from nlp.runtime.directory import EXPORT_AGAIN, METADATA, TOKENIZER, read_metadata, require_ctranslate2
+from nlp.export.directory import EXPORT_AGAIN, METADATA, TOKENIZER, read_metadata, require_ctranslate2
 
 log = logging.getLogger(__name__)
 

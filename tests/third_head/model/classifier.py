@@ -6,7 +6,7 @@ from __future__ import annotations
 from torch import Tensor, nn
 
 import core
-from tests.third_head.data import PAD
+from tests.third_head.data.sentences import PAD
 
 
 class SentenceClassifier(nn.Module):

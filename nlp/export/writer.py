@@ -1,4 +1,4 @@
-"""Writing the directory of ``python -m nlp.export`` (its files: :mod:`nlp.runtime.directory`).
+"""Writing the directory of ``python -m nlp.export`` (its files: :mod:`nlp.export.directory`).
 
 The directory is built beside ``DIR`` and renamed into place once complete and checked, so
 ``DIR`` never holds half an export. The check scores probe sentence pairs (random subwords, fixed
@@ -23,7 +23,7 @@ import torch
 from core.errors import InputError
 from core.files.atomic import write_error
 from nlp.module import TranslationModule
-from nlp.runtime.directory import (
+from nlp.export.directory import (
     DECODING_KEYS,
     FORMAT,
     METADATA,
@@ -39,7 +39,7 @@ PROBES = 4  # probe sentence pairs of the check
 
 
 def metadata_of(translator: TranslationModule, quantization: str, checkpoint: str) -> dict[str, Any]:
-    """What ``translation.json`` records of ``translator`` (:mod:`nlp.runtime.directory`)."""
+    """What ``translation.json`` records of ``translator`` (:mod:`nlp.export.directory`)."""
     hparams, net, tokenizer = translator.hparams, translator.net, translator.tokenizer
     return {
         "format": FORMAT,
@@ -133,7 +133,7 @@ def export_ctranslate2(
     ``translation.json``, checked before it is moved into place; returns the largest
     log-probability difference of the check (float32: at most :data:`FLOAT32_TOLERANCE`)."""
     require_ctranslate2("--format ctranslate2")
-    from nlp.runtime.spec import transformer_spec_of
+    from nlp.export.spec import transformer_spec_of
 
     if quantization not in QUANTIZATIONS:
         raise InputError(f"--quantization {quantization} is not one of {', '.join(QUANTIZATIONS)}")

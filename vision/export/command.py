@@ -63,8 +63,8 @@ def main(argv: list[str] | None = None) -> None:
     args = parse_args(argv)
     check_request(args.out, args.format)
     # torch, timm and Lightning load after the arguments are read
-    from vision.model.formats import CHECK_BATCHES, export
-    from vision.inference import load_classifier
+    from vision.export.formats import CHECK_BATCHES, export
+    from vision.module import load_classifier
 
     classifier = load_classifier(args.checkpoint, args.device)
     worst = export(classifier, args.format, args.out)
@@ -74,6 +74,3 @@ def main(argv: list[str] | None = None) -> None:
         sizes = ", ".join(map(str, CHECK_BATCHES))
         print(f"wrote {args.out}; logits match the eager model at batch sizes {sizes} (max |difference| {worst:.1e})")
 
-
-if __name__ == "__main__":
-    main()

@@ -10,6 +10,6 @@ HEAD = Head(
     eval_config="nlp_eval",
     load_checkpoint="nlp.module.load_translator",
     eval_metric="bleu",
-    checkpoint_data="nlp.analysis.sacrebleu_report.encoding",
-    evaluation_reports="nlp.analysis.sacrebleu_report.reports",
+    checkpoint_data="nlp.hooks.checkpoint_data",
+    evaluation_reports="nlp.hooks.evaluation_reports",
 )

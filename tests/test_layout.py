@@ -46,18 +46,37 @@ def test_the_rules_of_arguments_and_configs_import_no_torch() -> None:
 
 
 def test_each_head_keeps_commands_on_top_and_the_rest_in_wings() -> None:
-    """A head's top level holds its commands (``python -m <head>.<command>``) and the modules
-    named in the contracts; everything else lives in a wing named for what it holds."""
+    """A head's top level holds its commands (``python -m <head>.<command>``), its contract
+    (``head.py``, ``hooks.py``, ``module.py`` with the checkpoint loader, the config rules) and
+    the modules named in the contracts; everything else lives in the wings every head has, named
+    alike (data, model, export, analysis). The third head of the tests is laid out the same way."""
     root = Path(core.__file__).parents[1]
-    shared = {"__init__", "train", "evaluate", "head", "module", "config_rules", "constraints"}
+    shared = {"__init__", "train", "evaluate", "head", "hooks", "module", "config_rules", "constraints"}
     tops = {
-        "vision": shared | {"predict", "explain", "export", "inference", "recipe"},
-        "nlp": shared | {"translate", "average", "export", "model", "decoding"},
+        "vision": shared | {"predict", "explain", "inference", "recipe"},
+        "nlp": shared | {"translate", "average", "decoding"},
     }
-    wings = {"vision": {"data", "model", "analysis"}, "nlp": {"data", "analysis", "runtime", "walkthrough"}}
+    wings = {"data", "model", "export", "analysis"}
     for head, top in tops.items():
         assert {path.stem for path in (root / head).glob("*.py")} == top, head
-        assert {path.name for path in (root / head).iterdir() if (path / "__init__.py").is_file()} == wings[head], head
+        packages = {path.name for path in (root / head).iterdir() if (path / "__init__.py").is_file()}
+        assert packages - {"walkthrough"} == wings, head
+    third = root / "tests" / "third_head"
+    assert {path.stem for path in third.glob("*.py")} - shared == {"test_third_head"}
+    assert {path.name for path in third.iterdir() if (path / "__init__.py").is_file()} <= wings
+
+
+def test_each_head_keeps_its_checkpoint_loader_and_hooks_in_the_same_place() -> None:
+    """``Head.load_checkpoint`` lives in the head's ``module.py`` beside the LightningModule it
+    reads; the evaluation hooks in its ``hooks.py``."""
+    from nlp.head import HEAD as NLP
+    from tests.third_head.head import HEAD as THIRD
+    from vision.head import HEAD as VISION
+
+    for head in (VISION, NLP, THIRD):
+        assert head.load_checkpoint.startswith(f"{head.package}.module."), head.package
+        for hook in (head.checkpoint_data, head.evaluation_reports):
+            assert hook is None or hook.startswith(f"{head.package}.hooks."), (head.package, hook)
 
 
 def test_core_imports_no_head() -> None:

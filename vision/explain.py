@@ -30,7 +30,8 @@ def main(argv: list[str] | None = None) -> None:
     """Write the attention maps of one image to ``--out`` and print the path written."""
     args = parse_args(argv)
     # torch, timm, Lightning and matplotlib load after the arguments are read
-    from vision.inference import load_classifier, load_image, preprocess
+    from vision.inference import load_image, preprocess
+    from vision.module import load_classifier
     from vision.analysis.rollout import explain
     from vision.analysis.rollout_figure import draw, unnormalize
 

@@ -8,8 +8,8 @@ HEAD = Head(
     package="vision",
     train_config="vision",
     eval_config="vision_eval",
-    load_checkpoint="vision.inference.load_classifier",
+    load_checkpoint="vision.module.load_classifier",
     eval_metric="acc",
-    checkpoint_data="vision.analysis.confusion.preprocessing",
-    evaluation_reports="vision.analysis.confusion.reports",
+    checkpoint_data="vision.hooks.checkpoint_data",
+    evaluation_reports="vision.hooks.evaluation_reports",
 )

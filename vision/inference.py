@@ -1,4 +1,4 @@
-"""Using a trained checkpoint: rebuild the classifier and preprocess image files exactly as its
+"""Using a trained checkpoint: read the classifier (:func:`vision.module.load_classifier`) and preprocess image files exactly as its
 datamodule preprocessed the validation and test images (timm keeps the data config with the
 weights; so do our checkpoints)."""
 
@@ -12,19 +12,16 @@ from PIL import Image
 from torch import Tensor
 from torchvision import transforms as T
 
-from core import load_module
 from core.errors import InputError
 from vision.data.folder import UNREADABLE, read_image
-from vision.module import ImageClassifier
+from vision.module import ImageClassifier, load_classifier
 from vision.data.transforms import eval_transform
 
 # The evaluation data config: the arguments of eval_transform, stored as classifier hyperparameters.
 DATA_CONFIG_KEYS = ("img_size", "interpolation", "crop_pct", "mean", "std")
 
-
-def load_classifier(checkpoint: str | Path, device: str = "cpu") -> ImageClassifier:
-    """The classifier of a training checkpoint (``weights_only=True``), in eval mode."""
-    return load_module(ImageClassifier, checkpoint, map_location=device).to(device)
+# load_classifier lives beside the module it reads, as nlp.module.load_translator does; scripts import it from here too.
+__all__ = ["DATA_CONFIG_KEYS", "data_config", "image_transform", "load_classifier", "load_image", "preprocess", "top_k"]
 
 
 def load_image(path: str | Path) -> Image.Image:

@@ -7,6 +7,7 @@ import logging
 import math
 from collections.abc import Sequence
 from dataclasses import asdict
+from pathlib import Path
 from typing import Any
 
 import torch
@@ -23,7 +24,7 @@ from core import warmup_cosine
 from core.constraints import AUTO
 from core.training.plan.budget import RunPlan, run_plan, stepping_bound, steps_per_epoch
 from core.errors import InputError
-from core.files.checkpoints import constructor_defaults
+from core.files.checkpoints import constructor_defaults, load_module
 from core.regularization import DropPath
 from vision.model import VisionTransformer
 from vision.recipe import (
@@ -263,3 +264,8 @@ class ImageClassifier(LightningModule):
         warmup_steps = round(self.hparams.warmup_epochs * per_epoch) if math.isfinite(per_epoch) else 0
         scheduler = warmup_cosine(optimizer, warmup_steps, total_steps, self.hparams.min_lr_ratio)
         return {"optimizer": optimizer, "lr_scheduler": {"scheduler": scheduler, "interval": "step"}}
+
+
+def load_classifier(checkpoint: str | Path, device: str = "cpu") -> ImageClassifier:
+    """The classifier of a training checkpoint (``weights_only=True``), in eval mode."""
+    return load_module(ImageClassifier, checkpoint, map_location=device).to(device)

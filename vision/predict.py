@@ -83,7 +83,7 @@ def main(argv: list[str] | None = None) -> None:
     missing = next((path for path in args.images if not Path(path).is_file()), None)
     if missing is not None:  # before any work, not after printing half the results
         raise FileNotFoundError(f"image {missing} does not exist (or is not a file); check the path")
-    from vision.inference import load_classifier  # torch, timm and Lightning load after the arguments are read
+    from vision.module import load_classifier  # torch, timm and Lightning load after the arguments are read
 
     classifier = load_classifier(args.checkpoint, args.device)
     results = predictions(classifier, args.images, args.top_k, args.batch_size)

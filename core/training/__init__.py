@@ -6,7 +6,8 @@
 - :mod:`~core.training.commands`: the ``train`` and ``evaluate`` apps built from a head, the Hydra
   entry, the config check, the Hydra callbacks of sweeps;
 - :mod:`~core.training.plan`: the run's budget, the schedule's steps and the batch sized from them;
-- :mod:`~core.training.callbacks`: checkpoints, divergence, preemption, progress, throughput, seeds.
+- :mod:`~core.training.callbacks`: checkpoints, divergence, preemption, progress, throughput, seeds;
+- :mod:`~core.training.data`: the datamodule base both heads build on.
 
 What is neither Lightning nor Hydra lives beside it: the error type in :mod:`core.errors`, files
 (atomic writes, checkpoint loading, the data cache) in :mod:`core.files`, the argparse side of the

@@ -66,10 +66,11 @@ def training_data_config(ckpt_path: str, package: str) -> DictConfig:
     return data
 
 
-def compose(cfg: DictConfig, module: pl.LightningModule, data_overrides: dict[str, Any]) -> None:
+def compose(cfg: DictConfig, module: pl.LightningModule, package: str, data_overrides: dict[str, Any]) -> None:
     """Complete ``cfg`` from the checkpoint, in place: ``model`` is the checkpoint's, each
     ``module`` entry left null takes the checkpoint's value (the others override it in the
-    module), ``data`` defaults to the training run's and takes ``data_overrides``; then the
+    module), ``data`` defaults to the training run's (a datamodule of the head's ``package``) and
+    takes ``data_overrides``; then the
     values are validated as a training config's are."""
     hparams = module.hparams
     with open_dict(cfg):
@@ -80,7 +81,7 @@ def compose(cfg: DictConfig, module: pl.LightningModule, data_overrides: dict[st
             if value is None:
                 cfg.module[key] = hparams[key]
         if cfg.get("data") is None:
-            cfg.data = training_data_config(cfg.ckpt_path, type(module).__module__.split(".")[0])
+            cfg.data = training_data_config(cfg.ckpt_path, package)
         for key, value in data_overrides.items():
             cfg.data[key] = value
     validate_config(cfg)
@@ -107,11 +108,13 @@ def check_data_fits(datamodule: pl.LightningDataModule, module: pl.LightningModu
 def evaluate(
     cfg: DictConfig,
     module: pl.LightningModule,
+    package: str,
     data_overrides: dict[str, Any] | None = None,
     reports: Sequence[EvaluationReport] = (),
     splits: Sequence[str] = SPLITS,
 ) -> Metrics:
-    """Evaluate ``module`` (read from ``cfg.ckpt_path``) on ``cfg.split`` and write ``metrics.json``.
+    """Evaluate ``module`` (read from ``cfg.ckpt_path``, of the head ``package``) on ``cfg.split``
+    and write ``metrics.json``.
 
     Steps: complete and validate the config (:func:`compose`); seed; instantiate and prepare the
     datamodule and check that it fits the checkpoint; run the module's test loop over the split
@@ -121,7 +124,7 @@ def evaluate(
     split = cfg.get("split", "test")
     if split not in splits:
         raise InputError(f"split={split} is not offered; choose one of {', '.join(splits)}")
-    compose(cfg, module, data_overrides or {})
+    compose(cfg, module, package, data_overrides or {})
     output_dir = Path(cfg.paths.output_dir)
     pl.seed_everything(cfg.seed, workers=True)
 
@@ -165,4 +168,4 @@ def evaluate_checkpoint(cfg: DictConfig, head: Head) -> Metrics:
     output_dir = Path(cfg.paths.output_dir)
     data = get_method(head.checkpoint_data)(module, output_dir) if head.checkpoint_data else {}
     reports = get_method(head.evaluation_reports)(module) if head.evaluation_reports else []
-    return evaluate(cfg, module, data, reports)
+    return evaluate(cfg, module, head.package, data, reports)

@@ -136,7 +136,7 @@ class Head:
 
     load_checkpoint: str
     """``path -> module``: the head's LightningModule read from a checkpoint alone, as plain data
-    (``vision.inference.load_classifier``)."""
+    (``vision.module.load_classifier``)."""
 
     eval_metric: str
     """The metric the evaluate command returns for sweeps, ``<split>/<eval_metric>`` (``acc``)."""

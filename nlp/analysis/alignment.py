@@ -21,7 +21,7 @@ from torch import Tensor
 
 from core import recorded_attention_weights
 from core.errors import InputError
-from nlp.analysis.heatmap import heatmap, save_figure
+from core.figures.heatmap import heatmap, save_figure
 from nlp.module import TranslationModule
 from nlp.data.tokenizer import SubwordTokenizer
 

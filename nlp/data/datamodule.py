@@ -13,8 +13,7 @@ from torch.utils.data import DataLoader
 from core.constraints import AUTO
 from core.files.data_cache import cache_root
 from core.errors import InputError
-from core.training.plan.batch_rule import ChosenBatch
-from core.data.resumable import ResumableLoader, trained_position
+from core.training.data.budgeted import BudgetedDataModule
 from nlp.data.batch_size import STEPS_ONLY_TOKENS, auto_max_tokens
 from nlp.constraints import CORPUS, MAX_LEN, MAX_TOKENS, PAD_TO_MULTIPLE
 from nlp.data.batching import Collator, TokenBudgetBatchSampler
@@ -28,7 +27,7 @@ log = logging.getLogger(__name__)
 
 
 
-class TranslationDataModule(pl.LightningDataModule):
+class TranslationDataModule(BudgetedDataModule):
     """Parallel sentences from one of four sources, tokenized with a BPE learned on the
     training split.
 
@@ -89,13 +88,13 @@ class TranslationDataModule(pl.LightningDataModule):
         seed: int = 0,
         cache_dir: str | None = None,
     ) -> None:
-        super().__init__()
         CORPUS.require(corpus, "data.corpus")
         if corpus == "files" and (train is None or val is None):
             raise InputError("data=files needs data.train=PATH and data.val=PATH (TSV files or parallel-file prefixes)")
         if corpus == "hf" and not dataset:
             raise InputError("data=hf needs data.dataset=NAME (e.g. bentrevett/multi30k or wmt/wmt14)")
         MAX_TOKENS.require(max_tokens, "data.max_tokens")
+        super().__init__(max_tokens, "train_max_tokens", STEPS_ONLY_TOKENS)
         MAX_LEN.require(max_len, "data.max_len")
         self.corpus = corpus
         self.paths = {"train": train, "val": val, "test": test}
@@ -110,7 +109,6 @@ class TranslationDataModule(pl.LightningDataModule):
         self.vocab_size, self.min_frequency = vocab_size, min_frequency
         self.tokenizer_path = tokenizer_path
         self.max_tokens, self.max_len = max_tokens, max_len
-        self.train_batch = ChosenBatch(max_tokens, "train_max_tokens")
         PAD_TO_MULTIPLE.require(pad_to_multiple, "data.pad_to_multiple")
         self.pad_to_multiple = pad_to_multiple
         self.num_workers, self.seed = num_workers, seed
@@ -223,7 +221,7 @@ class TranslationDataModule(pl.LightningDataModule):
         assert self.tokenizer is not None
         # Training batches are sharded over data-parallel processes here (Lightning's own sampler
         # injection is off for nlp); evaluation runs the whole split on every process.
-        world_size, rank = (self.trainer.world_size, self.trainer.global_rank) if train and self.trainer else (1, 0)
+        world_size, rank = self.shards() if train else (1, 0)
         sampler = TokenBudgetBatchSampler(
             examples.lengths(),
             max_tokens,
@@ -239,9 +237,7 @@ class TranslationDataModule(pl.LightningDataModule):
             num_workers=self.num_workers,
             persistent_workers=self.num_workers > 0,
         )
-        if train and self.trainer is not None:
-            return ResumableLoader(examples, position=lambda: trained_position(self.trainer), **options)
-        return DataLoader(examples, **options)
+        return self.training_loader(examples, **options) if train else DataLoader(examples, **options)
 
     def padding_multiple(self) -> int:
         """``pad_to_multiple``, with ``auto`` resolved by the attached trainer's device."""
@@ -250,13 +246,7 @@ class TranslationDataModule(pl.LightningDataModule):
         on_gpu = self.trainer is not None and self.trainer.strategy.root_device.type == "cuda"
         return 8 if on_gpu else 1
 
-    def resolve_max_tokens(self) -> int:
-        """The training batches' token budget: ``max_tokens``, or for ``auto`` the choice of
-        :func:`nlp.data.batch_size.auto_max_tokens` for the attached trainer's budget (made once, and
-        kept in checkpoints); 4096 without a trainer."""
-        return self.train_batch.resolve(self.trainer, self.choose_max_tokens, STEPS_ONLY_TOKENS)
-
-    def choose_max_tokens(self, trainer: pl.Trainer) -> int:
+    def choose_train_batch(self, trainer: pl.Trainer) -> int:
         """The choice of :func:`nlp.data.batch_size.auto_max_tokens` for ``trainer``'s budget."""
         assert self.tokenizer is not None
         examples = self.examples["train"]
@@ -269,17 +259,9 @@ class TranslationDataModule(pl.LightningDataModule):
         """The token budget of evaluation batches: ``max_tokens``, or 4096 for ``auto``."""
         return STEPS_ONLY_TOKENS if self.max_tokens == AUTO else int(self.max_tokens)
 
-    def state_dict(self) -> dict[str, Any]:
-        """The resolved batch budget of an ``auto`` run, so that a resumed run batches alike."""
-        return self.train_batch.state_dict()
-
-    def load_state_dict(self, state_dict: dict[str, Any]) -> None:
-        """Take the batch budget an interrupted ``auto`` run chose."""
-        self.train_batch.load_state_dict(state_dict)
-
     def train_dataloader(self) -> DataLoader:
         """The training split, ``repeat`` times over, in shuffled token-budget batches."""
-        return self.dataloader(self.examples["train"], train=True, max_tokens=self.resolve_max_tokens())
+        return self.dataloader(self.examples["train"], train=True, max_tokens=self.train_batch_size())
 
     def val_dataloader(self) -> DataLoader:
         """The validation split in length-sorted token-budget batches."""

@@ -8,7 +8,7 @@ from pathlib import Path
 from matplotlib.figure import Figure
 from torch import Tensor
 
-from nlp.analysis.heatmap import heatmap, save_figure
+from core.figures.heatmap import heatmap, save_figure
 from nlp.walkthrough.steps import Step
 
 

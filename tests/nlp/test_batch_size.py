@@ -114,6 +114,6 @@ def test_a_number_is_kept_and_a_bad_word_is_refused(tmp_path: Path, corpus: Path
     from core.training.commands.config_check import validate_config
 
     fixed = instantiate(files_config(tmp_path, corpus, "data.max_tokens=1000").data)
-    assert fixed.resolve_max_tokens() == 1000
+    assert fixed.train_batch_size() == 1000
     with pytest.raises(InputError, match="data.max_tokens must be a whole number of at least 1, or auto"):
         validate_config(files_config(tmp_path, corpus, "data.max_tokens=big"))

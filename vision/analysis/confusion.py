@@ -1,5 +1,5 @@
-"""What ``python -m vision.evaluate`` adds to the shared evaluation (see that command for the options
-and outputs): the preprocessing the checkpoint fixes and the confusion matrix."""
+"""The confusion matrix that ``python -m vision.evaluate`` draws and adds to ``metrics.json`` as
+per-class accuracies."""
 
 from __future__ import annotations
 
@@ -12,12 +12,9 @@ from matplotlib.figure import Figure
 from torch import Tensor, nn
 from torchmetrics.classification import MulticlassConfusionMatrix
 
+from core.figures.heatmap import heatmap, save_figure
 from core.training.evaluation import EvaluationReport, Metrics
-from vision.inference import data_config
-from vision.module import ImageClassifier
 
-# The eval transform's arguments a datamodule takes; crop_pct is the datamodule's own and is checked.
-PREPROCESSING_KEYS = ("img_size", "interpolation", "mean", "std")
 ANNOTATE_UP_TO = 20  # classes; larger matrices are drawn without the counts
 LABEL_UP_TO = 40  # classes; larger matrices are drawn without the class names
 
@@ -29,22 +26,16 @@ def draw_confusion(matrix: Tensor, names: list[str], title: str, out: Path) -> N
     side = min(24.0, 2.5 + 0.45 * len(names))
     figure = Figure(figsize=(side + 1.5, side), layout="constrained")
     axis = figure.subplots()
-    image = axis.imshow(shares.numpy(), cmap="Blues", vmin=0, vmax=1)
-    ticks = range(len(names))
     labels = names if len(names) <= LABEL_UP_TO else [""] * len(names)
-    axis.set_xticks(ticks, labels=labels, rotation=90)
-    axis.set_yticks(ticks, labels=labels)
+    heatmap(
+        axis, shares, labels, labels, title,
+        texts=[[str(int(count)) for count in row] for row in counts.tolist()],
+        annotate_up_to=ANNOTATE_UP_TO**2, cmap="Blues", value_range=(0.0, 1.0),
+        colorbar_label="share of the true class", column_rotation=90, aspect="equal",
+    )
     axis.set_xlabel("predicted class")
     axis.set_ylabel("true class")
-    if len(names) <= ANNOTATE_UP_TO:
-        for row, row_counts in enumerate(counts.tolist()):
-            for column, count in enumerate(row_counts):
-                color = "white" if shares[row, column] > 0.5 else "black"
-                axis.text(column, row, str(int(count)), ha="center", va="center", fontsize=8, color=color)
-    figure.colorbar(image, ax=axis, fraction=0.046, pad=0.04, label="share of the true class")
-    axis.set_title(title)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    figure.savefig(out, dpi=110, format="png")
+    save_figure(figure, out)
 
 
 class ConfusionReport(EvaluationReport):
@@ -82,16 +73,3 @@ class ConfusionReport(EvaluationReport):
         title = f"{total} images, top-1 accuracy {float(matrix.diag().sum()) / max(total, 1):.1%}"
         draw_confusion(matrix, self.class_names, title, output_dir / "confusion_matrix.png")
         return {f"class_acc/{name}": float(value) for name, value in zip(self.class_names, accuracy)}
-
-
-def preprocessing(classifier: ImageClassifier, output_dir: Path) -> dict[str, Any]:
-    """The data settings the checkpoint fixes (``checkpoint_data`` of :data:`vision.head.HEAD`):
-    its evaluation preprocessing; nothing is written to ``output_dir``."""
-    config = data_config(classifier)
-    return {key: config[key] for key in PREPROCESSING_KEYS}
-
-
-def reports(classifier: ImageClassifier) -> list[EvaluationReport]:
-    """The evaluation's reports (``evaluation_reports`` of :data:`vision.head.HEAD`): the
-    confusion matrix over the checkpoint's classes."""
-    return [ConfusionReport(list(classifier.hparams.class_names))]

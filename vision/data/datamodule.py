@@ -10,13 +10,13 @@ from dataclasses import dataclass
 from typing import Any
 
 import torch
-from lightning.pytorch import LightningDataModule, Trainer
+from lightning.pytorch import Trainer
 from torch.utils.data import DataLoader, Dataset, DistributedSampler, Subset
 
 from core.constraints import AUTO, NON_NEGATIVE_INT, POSITIVE_INT, optional, or_auto
 from core.errors import InputError
-from core.training.plan.batch_rule import ChosenBatch
-from core.data.resumable import ResumableLoader, ShuffledBatchSampler, trained_position
+from core.data.resumable import ShuffledBatchSampler
+from core.training.data.budgeted import BudgetedDataModule
 from vision.data.batch_augment import BatchAugment
 from vision.data.batch_size import EVAL_BATCH, MAX_PER_PROCESS, auto_batch_size
 from vision.constraints import AUGMENT_ON, augment_place, require_pad_crop
@@ -58,7 +58,7 @@ def holdout_indices(length: int, val_size: int | float, seed: int) -> tuple[list
     return order[count:], order[:count]
 
 
-class ImageDataModule(LightningDataModule):
+class ImageDataModule(BudgetedDataModule):
     """Base class of the image datamodules; subclasses implement :meth:`load_splits`.
 
     Args:
@@ -117,14 +117,13 @@ class ImageDataModule(LightningDataModule):
         interpolation: str = "bicubic",
         augment_on: str = AUTO,
     ) -> None:
-        super().__init__()
         or_auto(POSITIVE_INT).require(batch_size, "data.batch_size")
         AUGMENT_ON.require(augment_on, "data.augment_on", InputError)
         optional(NON_NEGATIVE_INT).require(num_workers, "data.num_workers")  # null: the usable CPUs
         self.root = root
         self.img_size = img_size
+        super().__init__(batch_size, "train_batch_size", MAX_PER_PROCESS)
         self.batch_size = batch_size
-        self.train_batch = ChosenBatch(batch_size, "train_batch_size")
         self.num_workers = num_workers
         self.pin_memory = pin_memory
         self.persistent_workers = persistent_workers
@@ -241,7 +240,7 @@ class ImageDataModule(LightningDataModule):
         seeded shuffle of full batches per epoch that a run resumed mid-epoch continues exactly
         (:mod:`core.data.resumable`); otherwise in order (``DistributedSampler`` under DDP,
         which pads the last shard by repeating images, as Lightning does)."""
-        world_size, rank = (self.trainer.world_size, self.trainer.global_rank) if self.trainer is not None else (1, 0)
+        world_size, rank = self.shards()
         workers = self.workers()
         options: dict[str, Any] = dict(
             num_workers=workers,
@@ -251,33 +250,17 @@ class ImageDataModule(LightningDataModule):
         if train:
             # Full batches only: Mixup/CutMix pairs each image with another of the same batch.
             batches = ShuffledBatchSampler(
-                len(dataset), self.resolve_batch_size(), drop_last=True, seed=self.seed, num_replicas=world_size, rank=rank
+                len(dataset), self.train_batch_size(), drop_last=True, seed=self.seed, num_replicas=world_size, rank=rank
             )
-            if self.trainer is not None:
-                return ResumableLoader(dataset, batch_sampler=batches, position=lambda: trained_position(self.trainer), **options)
-            return DataLoader(dataset, batch_sampler=batches, **options)
+            return self.training_loader(dataset, batch_sampler=batches, **options)
         sampler = DistributedSampler(dataset, world_size, rank, shuffle=False) if world_size > 1 else None
         eval_batch = EVAL_BATCH if self.batch_size == AUTO else self.batch_size
         return DataLoader(dataset, batch_size=eval_batch, sampler=sampler, **options)
 
-    def resolve_batch_size(self) -> int:
-        """The training batch: ``batch_size``, or for ``auto`` the choice of
-        :func:`vision.data.batch_size.auto_batch_size` for the attached trainer's budget (made once, and
-        kept in checkpoints); :data:`vision.data.batch_size.MAX_PER_PROCESS` without a trainer."""
-        return self.train_batch.resolve(self.trainer, self.choose_batch_size, MAX_PER_PROCESS)
-
-    def choose_batch_size(self, trainer: Trainer) -> int:
+    def choose_train_batch(self, trainer: Trainer) -> int:
         """The choice of :func:`vision.data.batch_size.auto_batch_size` for ``trainer``'s budget."""
         assert self.train_set is not None
         return auto_batch_size(trainer, trainer.lightning_module, len(self.train_set), self.img_size)
-
-    def state_dict(self) -> dict[str, Any]:
-        """The resolved batch of an ``auto`` run, so that a resumed run batches alike."""
-        return self.train_batch.state_dict()
-
-    def load_state_dict(self, state_dict: dict[str, Any]) -> None:
-        """Take the batch an interrupted ``auto`` run chose."""
-        self.train_batch.load_state_dict(state_dict)
 
     def train_dataloader(self) -> DataLoader:
         """Shuffled full batches of the training split."""

@@ -175,7 +175,9 @@ def fit_and_test(
     ``resumed`` is the outline of the checkpoint at ``ckpt_path`` (:func:`core.files.checkpoints.outline`)."""
     pl.seed_everything(cfg.seed, workers=True, verbose=False)
 
-    budget = TrainingBudget(**(cfg.get("budget") or {}))
+    if OmegaConf.select(cfg, "budget.max_warmup_fraction") is None:
+        raise InputError("the config has no budget.max_warmup_fraction: state the warmup cap in the head's primary config")
+    budget = TrainingBudget(**cfg.budget)
     preemption = PreemptionCheckpoint(output_dir / "checkpoints")
     # The Trainer first: Lightning checks its settings (precision, devices, strategy) before any data work.
     trainer: pl.Trainer = instantiate(

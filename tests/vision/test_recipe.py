@@ -91,7 +91,7 @@ def test_a_time_budget_regularizes_from_its_first_plan_and_every_reader_sees_tha
     trainer = Trainer(
         max_time={"seconds": 4}, max_epochs=1000, limit_val_batches=0, accelerator="cpu", logger=False,
         enable_checkpointing=False, enable_progress_bar=False, enable_model_summary=False,
-        callbacks=[TrainingBudget(measure_steps=2, refine_every_n_steps=5), watch],
+        callbacks=[TrainingBudget(max_warmup_fraction=0.3, measure_steps=2, refine_every_n_steps=5), watch],
     )
     trainer.fit(module, datamodule=data)
     planned = [(epoch, followed, published) for epoch, followed, published, read in watch.seen if published is not None]

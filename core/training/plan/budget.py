@@ -83,13 +83,14 @@ class TrainingBudget(pl.Callback):
 
     Args:
         max_warmup_fraction: the warmup is at most this fraction of the planned steps; a note is
-            logged when the configured warmup is shortened.
+            logged when the configured warmup is shortened. Each head states it once, in its
+            primary config (``budget.max_warmup_fraction``); a model preset may set its own.
         measure_steps: optimizer steps timed (after the first, which carries one-off costs)
             before a time budget's plan is made.
         refine_every_n_steps: how often a time budget's plan is re-estimated.
     """
 
-    def __init__(self, max_warmup_fraction: float = 0.1, measure_steps: int = 3, refine_every_n_steps: int = 10) -> None:
+    def __init__(self, max_warmup_fraction: float, measure_steps: int = 3, refine_every_n_steps: int = 10) -> None:
         PROBABILITY.require(max_warmup_fraction, "budget.max_warmup_fraction")
         self.max_warmup_fraction = max_warmup_fraction
         self.measure_steps = max(1, measure_steps)

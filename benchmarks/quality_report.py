@@ -274,8 +274,14 @@ def plot_quality(figures: Mapping[tuple, Cell], order: tuple[str, ...], ylabel: 
     from matplotlib.ticker import NullLocator
 
     panels = sorted({(data, budget[0]) for data, budget, _ in figures})
-    fig, axes = plt.subplots(1, len(panels), figsize=(3.4 * len(panels), 3.2), squeeze=False)
-    for ax, (data, unit) in zip(axes[0], panels):
+    # A grid of at most three panels a row, legible at the width of the documentation's page.
+    columns = min(3, len(panels))
+    rows = -(-len(panels) // columns)
+    fig, grid = plt.subplots(rows, columns, figsize=(3.6 * columns, 2.9 * rows + 0.7), squeeze=False)
+    axes = grid.flatten()
+    for ax in axes[len(panels):]:
+        ax.set_visible(False)
+    for ax, (data, unit) in zip(axes, panels):
         for name in order:
             points = sorted(
                 (budget[1], cell) for (d, budget, n), cell in figures.items() if (d, budget[0], n) == (data, unit, name)
@@ -296,11 +302,11 @@ def plot_quality(figures: Mapping[tuple, Cell], order: tuple[str, ...], ylabel: 
         ax.set_ylabel(ylabel)
         ax.grid(alpha=0.3)
     handles: dict[str, Any] = {}  # one legend entry per contender, from whichever panel has it
-    for ax in axes[0]:
+    for ax in axes[: len(panels)]:
         for handle, label in zip(*ax.get_legend_handles_labels()):
             handles.setdefault(label, handle)
-    fig.legend(list(handles.values()), list(handles), loc="lower center", ncol=len(handles), fontsize="small")
-    fig.tight_layout(rect=(0, 0.1, 1, 1))
+    fig.legend(list(handles.values()), list(handles), loc="upper center", ncol=2, fontsize="small")
+    fig.tight_layout(rect=(0, 0, 1, 1 - 0.55 / fig.get_figheight()))
     with atomic_path(path) as tmp:
         fig.savefig(tmp, dpi=110, metadata={"Software": None})
     plt.close(fig)

@@ -16,6 +16,7 @@ from typing import Any
 _EXPORTS = {
     "AttentionCache": "core.cache",
     "BudgetedSchedule": "core.schedules",
+    "CausalDecoder": "core.stacks",
     "Decoder": "core.stacks",
     "DecoderCache": "core.cache",
     "DecoderLayer": "core.layers",

@@ -49,17 +49,19 @@ class AttentionCache:
 
 @dataclass
 class DecoderCache:
-    """One self-attention and one cross-attention cache per decoder layer."""
+    """One self-attention and one cross-attention cache per decoder layer; a decoder-only stack
+    has no cross-attention, so its ``cross_attn`` list is empty."""
 
     self_attn: list[AttentionCache] = field(default_factory=list)
     cross_attn: list[AttentionCache] = field(default_factory=list)
 
     @classmethod
-    def empty(cls, num_layers: int) -> "DecoderCache":
-        """A cache with nothing in it for a decoder of ``num_layers`` layers."""
+    def empty(cls, num_layers: int, cross_attention: bool = True) -> "DecoderCache":
+        """A cache with nothing in it for a decoder of ``num_layers`` layers, with or without
+        cross-attention."""
         return cls(
             self_attn=[AttentionCache() for _ in range(num_layers)],
-            cross_attn=[AttentionCache() for _ in range(num_layers)],
+            cross_attn=[AttentionCache() for _ in range(num_layers if cross_attention else 0)],
         )
 
     @property

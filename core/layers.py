@@ -118,6 +118,9 @@ class EncoderLayer(ResidualLayer):
     (``mlp``), each with Add&Norm. Submodule names follow timm's ViT ``Block`` (``norm1``,
     ``attn``, ``ls1``, ``drop_path1``, ``norm2``, ``mlp``, ``ls2``, ``drop_path2``).
     Arguments as in :class:`ResidualLayer`.
+
+    With ``causal=True`` it is the block of a decoder-only (GPT) model: the decoder layer of
+    Figure 1 without the encoder-decoder attention, as nanoGPT's ``Block``.
     """
 
     attention_names = ("attn",)
@@ -129,9 +132,20 @@ class EncoderLayer(ResidualLayer):
         x: Tensor,
         key_padding_mask: Tensor | None = None,
         attn_mask: Tensor | None = None,
+        causal: bool = False,
+        cache: AttentionCache | None = None,
     ) -> Tensor:
-        """``x`` [B, S, dim] -> [B, S, dim]; ``key_padding_mask`` bool [B, S], True = padding."""
-        x = self.residual(1, x, lambda h: self.attn(h, key_padding_mask=key_padding_mask, attn_mask=attn_mask))
+        """``x`` [B, S, dim] -> [B, S, dim]; ``key_padding_mask`` bool [B, S], True = padding.
+
+        ``causal`` blocks each position from the later ones; ``cache`` (incremental decoding)
+        holds the keys and values of the positions before ``x``, and ``key_padding_mask`` then
+        covers those positions too.
+        """
+        x = self.residual(
+            1,
+            x,
+            lambda h: self.attn(h, causal=causal, key_padding_mask=key_padding_mask, attn_mask=attn_mask, cache=cache),
+        )
         return self.residual(2, x, self.mlp)
 
 

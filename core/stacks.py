@@ -1,4 +1,5 @@
-"""The encoder and decoder stacks of Figure 1: N identical layers each."""
+"""The encoder and decoder stacks of Figure 1, N identical layers each, and the decoder-only
+(GPT) stack built from the encoder's layers made causal."""
 
 from __future__ import annotations
 
@@ -101,5 +102,41 @@ class Decoder(Stack):
                 memory_key_padding_mask=memory_key_padding_mask,
                 self_cache=None if cache is None else cache.self_attn[index],
                 cross_cache=None if cache is None else cache.cross_attn[index],
+            )
+        return self.norm(x)
+
+
+class CausalDecoder(Stack):
+    """The stack of a decoder-only (GPT-style) language model: Figure 1's decoder without the
+    encoder-decoder attention, i.e. :class:`EncoderLayer` blocks with masked (causal)
+    self-attention (arguments as in :class:`Stack`).
+
+    Its layers have no cross-attention parameters, and its state-dict keys are those of an
+    :class:`Encoder` of the same size. For incremental decoding create
+    ``cache = stack.new_cache()`` and feed only the new positions; ``cache.length`` is the
+    position of the next one.
+    """
+
+    layer_class = EncoderLayer
+
+    def new_cache(self) -> DecoderCache:
+        """An empty key/value cache for this stack (self-attention only)."""
+        return DecoderCache.empty(len(self.layers), cross_attention=False)
+
+    def forward(
+        self,
+        x: Tensor,
+        key_padding_mask: Tensor | None = None,
+        cache: DecoderCache | None = None,
+    ) -> Tensor:
+        """``x`` [B, T, dim] (only the new positions with a cache) -> [B, T, dim]; position t
+        sees positions 0..t. ``key_padding_mask`` bool [B, S] over every position so far
+        (cached and new), True = padding."""
+        for index, layer in enumerate(self.layers):
+            x = layer(
+                x,
+                key_padding_mask=key_padding_mask,
+                causal=True,
+                cache=None if cache is None else cache.self_attn[index],
             )
         return self.norm(x)

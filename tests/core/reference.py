@@ -39,3 +39,17 @@ def copy_from_torch_mha(ours: nn.Module, theirs: nn.MultiheadAttention) -> None:
     ours.qkv.bias.data.copy_(theirs.in_proj_bias.data)
     ours.proj.weight.data.copy_(theirs.out_proj.weight.data)
     ours.proj.bias.data.copy_(theirs.out_proj.bias.data)
+
+
+def copy_from_torch_stack(
+    ours: nn.Module, theirs: nn.TransformerEncoder | nn.TransformerDecoder, encoder: bool
+) -> None:
+    """Load a torch.nn.TransformerEncoder / Decoder into a core stack, layer by layer, with the
+    final norm when ``theirs`` has one (``ours.norm`` is ``nn.Identity`` otherwise)."""
+    assert len(ours.layers) == len(theirs.layers)
+    for our_layer, their_layer in zip(ours.layers, theirs.layers):
+        copy_from_torch_layer(our_layer, their_layer, encoder)
+    if theirs.norm is None:
+        assert isinstance(ours.norm, nn.Identity), "the reference has no final norm to copy"
+    else:
+        ours.norm.load_state_dict(theirs.norm.state_dict(), strict=True)

@@ -21,7 +21,10 @@ import torch
 from benchmarks.common import environment, table_result
 
 ROOT = Path(__file__).resolve().parents[1]
-ARGPARSE = ["nlp.translate", "nlp.average", "nlp.export", "nlp.walkthrough", "vision.predict", "vision.explain", "vision.export"]
+ARGPARSE = [
+    "nlp.translate", "nlp.average", "nlp.export", "nlp.walkthrough", "nlp.serve",
+    "vision.predict", "vision.explain", "vision.export", "vision.serve",
+]
 HYDRA = ["nlp.train", "nlp.evaluate", "vision.train", "vision.evaluate"]
 
 

@@ -53,8 +53,8 @@ def test_each_head_keeps_commands_on_top_and_the_rest_in_wings() -> None:
     root = Path(core.__file__).parents[1]
     shared = {"__init__", "train", "evaluate", "head", "hooks", "module", "config_rules", "constraints"}
     tops = {
-        "vision": shared | {"predict", "explain", "inference", "recipe"},
-        "nlp": shared | {"translate", "average", "decoding"},
+        "vision": shared | {"predict", "explain", "inference", "recipe", "serve"},
+        "nlp": shared | {"translate", "average", "decoding", "serve"},
     }
     wings = {"data", "model", "export", "analysis"}
     for head, top in tops.items():

@@ -1,0 +1,137 @@
+"""Running a server: the options both ``serve`` commands take, and :func:`serve`, which starts
+LitServe with the request gate in front of the head's route and runs until stopped.
+
+SIGTERM (as Ctrl-C) stops the server gracefully: the HTTP process stops accepting connections,
+answers every request it has taken (the inference workers run until it is done, up to LitServe's
+30 s), and the command exits with status 0.
+"""
+
+from __future__ import annotations
+
+import argparse
+import multiprocessing
+import os
+import signal
+import socket
+from typing import TYPE_CHECKING, Any
+
+from core.commands.arguments import add_device_option, positive_int
+from core.errors import InputError
+
+if TYPE_CHECKING:
+    from core.serving.gate import Route
+
+HOSTS = ("127.0.0.1", "0.0.0.0", "::")  # the addresses LitServe binds
+LOG_LEVELS = ("critical", "error", "warning", "info", "debug")
+MAX_BODY_BYTES = 16 * 2**20
+MAX_BATCH_TIMEOUT = 10.0  # seconds; below LitServe's request timeout (30 s), which counts the wait
+
+
+def port(text: str) -> int:
+    """A TCP port LitServe listens on (1024 to 65535), for ``type=`` of ``--port``."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a port number, got {text!r}") from None
+    if not 1024 <= value <= 65535:
+        raise argparse.ArgumentTypeError(f"expected a port from 1024 to 65535, got {value}")
+    return value
+
+
+def batch_timeout(text: str) -> float:
+    """Seconds a batch waits to fill, from 0 to :data:`MAX_BATCH_TIMEOUT`."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number of seconds, got {text!r}") from None
+    if not 0 <= value <= MAX_BATCH_TIMEOUT:
+        raise argparse.ArgumentTypeError(f"expected seconds from 0 to {MAX_BATCH_TIMEOUT:g}, got {value}")
+    return value
+
+
+def add_server_options(parser: argparse.ArgumentParser) -> None:
+    """``--host --port --workers --max-batch-size --batch-timeout --max-body-bytes --log-level
+    --device``."""
+    parser.add_argument("--host", choices=HOSTS, default="127.0.0.1",
+                        help="address to listen on: 127.0.0.1 (this machine only, the default), 0.0.0.0 or :: (every interface)")
+    parser.add_argument("--port", type=port, default=8000, help="TCP port, 1024 to 65535 (default 8000)")
+    parser.add_argument("--workers", type=positive_int, default=1,
+                        help="inference worker processes, each holding the model (default 1)")
+    parser.add_argument("--max-batch-size", type=positive_int, default=16,
+                        help="most requests the model takes together (default 16)")
+    parser.add_argument("--batch-timeout", type=batch_timeout, default=0.01,
+                        help=f"seconds a batch waits for more requests, 0 to {MAX_BATCH_TIMEOUT:g} (default 0.01)")
+    parser.add_argument("--max-body-bytes", type=positive_int, default=MAX_BODY_BYTES,
+                        help=f"largest request body taken; larger ones get 413 (default {MAX_BODY_BYTES:,})")
+    parser.add_argument("--log-level", choices=LOG_LEVELS, default="info", help="server log level (default info)")
+    add_device_option(parser)
+
+
+def require_litserve() -> None:
+    """Refuse, naming the fix, when the optional package is missing."""
+    try:
+        import litserve  # noqa: F401
+    except ImportError:
+        raise InputError('serving needs the package litserve: pip install -e ".[serve]"') from None
+
+
+def require_free_port(host: str, port: int) -> None:
+    """Refuse a port another program listens on, before the model is loaded."""
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    with socket.socket(family, socket.SOCK_STREAM) as probe:
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as uvicorn binds
+        try:
+            probe.bind((host, port))
+        except OSError as error:
+            raise InputError(f"cannot listen on {host} port {port} ({error.strerror}); pass another --port") from None
+
+
+def litserve_devices(device: str) -> tuple[str, list[int] | int]:
+    """A torch device (``cpu``, ``cuda``, ``cuda:1``, ``mps``) as LitServe's accelerator and
+    devices, so its workers are set up on that device."""
+    kind, _, index = device.partition(":")
+    return (kind, 1) if kind == "cpu" else (kind, [int(index or 0)])
+
+
+def serve(handler: Any, path: str, route: Route, args: argparse.Namespace, metadata: dict[str, Any]) -> None:
+    """Serve ``handler`` (:class:`core.serving.api.Handler`) at POST ``path`` behind the gate
+    with ``route``'s checks, with the options of :func:`add_server_options`, until SIGTERM or
+    Ctrl-C; ``metadata`` is shown at ``GET /info``."""
+    import litserve
+
+    from core.serving.api import BatchedAPI
+    from core.serving.gate import RequestGate
+
+    api = BatchedAPI(handler, path, args.max_batch_size, args.batch_timeout)
+    accelerator, devices = litserve_devices(args.device)
+    server = litserve.LitServer(
+        api,
+        accelerator=accelerator,
+        devices=devices,
+        workers_per_device=args.workers,
+        middlewares=[(RequestGate, {"routes": {path: route}, "max_body_bytes": args.max_body_bytes})],
+        model_metadata=metadata,
+    )
+    stop_on_sigterm()
+    try:
+        server.run(host=args.host, port=args.port, log_level=args.log_level, generate_client_file=False)
+    except KeyboardInterrupt:  # stopped before serving began: no request was taken
+        for child in multiprocessing.active_children():
+            child.terminate()
+
+
+def stop_on_sigterm() -> None:
+    """Make SIGTERM stop this process as Ctrl-C does (LitServe then stops its HTTP processes
+    gracefully, which drains them, and its workers after them). The HTTP processes are forked from
+    this one and inherit the handler; uvicorn raises the signal again in them after their own
+    graceful stop, and there it keeps its default meaning."""
+    server = os.getpid()
+
+    def stop(signum: int, frame: object) -> None:
+        if os.getpid() != server:
+            signal.signal(signum, signal.SIG_DFL)
+            os.kill(os.getpid(), signum)
+            return
+        raise KeyboardInterrupt
+
+    signal.signal(signal.SIGTERM, stop)

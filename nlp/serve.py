@@ -1,0 +1,158 @@
+"""``python -m nlp.serve CKPT_OR_DIR [--port 8000] [--max-batch-size 16] [--batch-timeout 0.01]``:
+a trained translation model over HTTP, on LitServe. ``POST /translate`` takes ``{"text": "..."}``
+or ``{"texts": [...]}`` (and optionally ``"beam"``) and answers what ``python -m nlp.translate``
+prints for the same sentences; ``GET /health`` says whether it is ready.
+
+The model is a checkpoint or a directory written by ``python -m nlp.export`` (CTranslate2, the
+fast backend), loaded as ``nlp.translate`` loads it. Requests that arrive together are translated
+as one batch (``--max-batch-size`` requests, waiting up to ``--batch-timeout`` seconds), those
+with the same beam together. Each request is checked in the HTTP process before it is queued: no
+empty text, at most ``MAX_TEXT_CHARS`` characters per text and ``MAX_TEXTS`` texts per request.
+Needs ``pip install -e ".[serve]"``.
+"""
+
+from __future__ import annotations
+
+import argparse
+from dataclasses import dataclass
+from itertools import groupby
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from core.commands.arguments import ArgumentParser
+from core.commands.exit import command
+from core.serving.requests import TOO_LARGE, UNUSABLE, BadRequest, item_name, known_keys, one_or_many, whole_number
+from core.serving.runner import add_server_options, require_free_port, require_litserve, serve
+
+if TYPE_CHECKING:
+    from core.serving.gate import Route
+    from nlp.export.translator import CTranslate2Translator
+    from nlp.module import TranslationModule
+
+ROUTE = "/translate"
+MAX_TEXTS = 64  # per request; nlp.translate decodes 64 lines together by default
+MAX_TEXT_CHARS = 10_000  # per text; a model reads a few hundred subwords of it at most
+MAX_BEAM = 32
+BATCH_SIZE = 64  # sentences decoded together, as nlp.translate's default --batch-size
+EXAMPLE = '{"text": "winter is coming", "beam": 4}'
+ONE, MANY = "text", "texts"
+KEYS = (ONE, MANY, "beam")
+
+
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
+    """The command line (``sys.argv[1:]`` when ``argv`` is None)."""
+    parser = ArgumentParser(prog="python -m nlp.serve", description=__doc__.split("\n\n")[0])
+    parser.add_argument(
+        "checkpoint", help="a .ckpt file written by python -m nlp.train, or a directory written by python -m nlp.export"
+    )
+    add_server_options(parser)
+    return parser.parse_args(argv)
+
+
+def check_request(payload: dict[str, Any]) -> dict[str, Any]:
+    """A request's JSON object, checked; returned as it came."""
+    known_keys(payload, KEYS, EXAMPLE)
+    texts, single = one_or_many(payload, ONE, MANY, MAX_TEXTS, EXAMPLE)
+    for index, text in enumerate(texts):
+        name = item_name(ONE, MANY, index, single)
+        if not isinstance(text, str):
+            raise BadRequest(UNUSABLE, f"{name} must be a string; send {EXAMPLE}")
+        if not text.strip():
+            raise BadRequest(UNUSABLE, f"{name} is empty; send a sentence to translate")
+        if len(text) > MAX_TEXT_CHARS:
+            raise BadRequest(
+                TOO_LARGE, f"{name} has {len(text):,} characters, more than the {MAX_TEXT_CHARS:,} a text may have; "
+                           "send it sentence by sentence"
+            )
+    whole_number(payload, "beam", 1, MAX_BEAM)
+    return payload
+
+
+@dataclass
+class TextRequest:
+    """A decoded request: its texts, the beam size, and whether it sent one text."""
+
+    texts: list[str]
+    beam: int
+    single: bool
+
+
+class TranslatorHandler:
+    """Translates batches of requests with the checkpoint or the exported directory
+    (:class:`core.serving.api.Handler`)."""
+
+    def __init__(self, checkpoint: str) -> None:
+        self.checkpoint = checkpoint
+        self.translator: Any = None
+        self.beam_size = 1
+
+    def setup(self, device: str) -> None:
+        self.translator, self.beam_size = load(self.checkpoint, device)
+
+    def decode(self, payload: dict[str, Any]) -> TextRequest:
+        texts, single = ([payload[ONE]], True) if ONE in payload else (payload[MANY], False)
+        return TextRequest(texts, payload.get("beam", self.beam_size), single)
+
+    def predict(self, requests: list[TextRequest]) -> list[tuple[list[str], bool]]:
+        """The translations of every request, the requests of one beam size decoded together by
+        :func:`nlp.translate.translate_lines`, :data:`BATCH_SIZE` sentences at a time."""
+        from nlp.translate import translate_lines
+
+        translations: dict[int, list[str]] = {}
+        order = sorted(range(len(requests)), key=lambda index: requests[index].beam)
+        for beam, group in groupby(order, key=lambda index: requests[index].beam):
+            indices = list(group)
+            lines = [text for index in indices for text in requests[index].texts]
+            translated = iter(translate_lines(self.translator, lines, beam, None, BATCH_SIZE))
+            for index in indices:
+                translations[index] = [next(translated) for _ in requests[index].texts]
+        return [(translations[index], request.single) for index, request in enumerate(requests)]
+
+    def encode(self, output: tuple[list[str], bool]) -> dict[str, Any]:
+        translations, single = output
+        return {"translation": translations[0]} if single else {"translations": translations}
+
+
+def load(checkpoint: str, device: str) -> tuple[TranslationModule | CTranslate2Translator, int]:
+    """The translator of a checkpoint or an exported directory on ``device``, loaded as
+    ``nlp.translate`` loads it, and its default beam size (the checkpoint's ``beam_size``)."""
+    from nlp.export.directory import is_exported_model
+    from nlp.translate import load_exported
+
+    if is_exported_model(checkpoint):
+        exported = load_exported(argparse.Namespace(checkpoint=checkpoint, device=device, attention=None))
+        return exported, exported.beam_size
+    from nlp.module import load_translator
+
+    translator = load_translator(checkpoint, map_location=device).to(device)
+    return translator, translator.hparams.beam_size
+
+
+def route() -> Route:
+    """The gate's checks of ``POST /translate`` (JSON only)."""
+    from core.serving.gate import Route
+
+    return Route(EXAMPLE, check_request)
+
+
+@command
+def main(argv: list[str] | None = None) -> None:
+    """Serve the checkpoint or exported directory until SIGTERM or Ctrl-C."""
+    args = parse_args(argv)
+    if not Path(args.checkpoint).exists():  # before the heavy imports
+        raise FileNotFoundError(
+            f"{args.checkpoint} does not exist; pass a .ckpt file or a directory written by python -m nlp.export"
+        )
+    require_litserve()
+    require_free_port(args.host, args.port)
+    from nlp.export.directory import is_exported_model
+
+    translator, beam_size = load(args.checkpoint, "cpu")  # a bad model ends here, with one error: line
+    backend = "ctranslate2" if is_exported_model(args.checkpoint) else "pytorch"
+    metadata = {"checkpoint": str(args.checkpoint), "backend": backend, "beam_size": beam_size}
+    del translator
+    serve(TranslatorHandler(args.checkpoint), ROUTE, route(), args, metadata)
+
+
+if __name__ == "__main__":
+    main()

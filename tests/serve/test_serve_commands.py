@@ -1,0 +1,95 @@
+"""The ``serve`` commands follow the convention of every command: ``--help`` and a bad option answer
+before torch is imported, and bad input (a missing or wrong checkpoint, a port in use, no
+LitServe) ends in one ``error:`` line and status 2, before any server starts."""
+
+from __future__ import annotations
+
+import socket
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from core.errors import InputError
+from core.serving.runner import require_litserve
+from tests.serve.server import free_port
+from tests.test_bad_inputs import ENV, ROOT
+from tests.test_commands import HEAVY, run_importing
+
+pytest.importorskip("litserve", reason='serving needs litserve: pip install -e ".[serve]"')
+
+COMMANDS = ["vision.serve", "nlp.serve"]
+
+
+def error_lines(result: subprocess.CompletedProcess[str]) -> list[str]:
+    return [line for line in result.stderr.splitlines() if not line.startswith("import time:")]
+
+
+@pytest.mark.parametrize("command", COMMANDS)
+def test_help_comes_before_the_heavy_imports(command: str) -> None:
+    shown, imported = run_importing(command, "--help")
+    assert shown.returncode == 0 and f"usage: python -m {command}" in shown.stdout, shown.stderr[-2000:]
+    for name in ("--host", "--port", "--workers", "--max-batch-size", "--batch-timeout", "--max-body-bytes", "--device"):
+        assert name in shown.stdout
+    assert not imported & HEAVY, imported & HEAVY
+
+
+BAD_OPTIONS = {
+    "port 80": (["--port", "80"], "--port: expected a port from 1024 to 65535"),
+    "batch timeout 60": (["--batch-timeout", "60"], "--batch-timeout: expected seconds from 0 to 10"),
+    "a host that is no address to bind": (["--host", "example.org"], "--host: invalid choice"),
+    "no workers": (["--workers", "0"], "--workers: expected a whole number of at least 1"),
+}
+
+
+@pytest.mark.parametrize("command", COMMANDS)
+@pytest.mark.parametrize("case", BAD_OPTIONS, ids=str)
+def test_a_bad_option_is_one_error_line_before_the_heavy_imports(command: str, case: str) -> None:
+    option, reason = BAD_OPTIONS[case]
+    refused, imported = run_importing(command, "model.ckpt", *option)
+    errors = error_lines(refused)
+    assert refused.returncode == 2 and len(errors) == 1 and errors[0].startswith("error: ") and reason in errors[0], errors
+    assert not imported & HEAVY, imported & HEAVY
+
+
+def run(command: str, *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", command, *args, "--device", "cpu"], cwd=ROOT, env=ENV,
+                          capture_output=True, text=True, timeout=300)
+
+
+@pytest.mark.parametrize("command", COMMANDS)
+def test_a_missing_checkpoint_is_one_error_line(command: str, tmp_path: Path) -> None:
+    result = run(command, str(tmp_path / "missing.ckpt"), "--port", str(free_port()))
+    assert result.returncode == 2 and error_lines(result) == [
+        line for line in result.stderr.splitlines() if line.startswith("error: ") and "missing.ckpt does not exist" in line
+    ], result.stderr
+
+
+@pytest.mark.parametrize("command", COMMANDS)
+def test_a_checkpoint_of_the_other_head_is_one_error_line(
+    command: str, classifier_checkpoint: Path, translator_checkpoint: Path
+) -> None:
+    checkpoint, reason = {
+        "vision.serve": (translator_checkpoint, "was not written by a ImageClassifier"),
+        "nlp.serve": (classifier_checkpoint, "was not written by a TranslationModule"),
+    }[command]
+    result = run(command, str(checkpoint), "--port", str(free_port()))
+    lines = result.stderr.splitlines()
+    assert result.returncode == 2 and len(lines) == 1 and lines[0].startswith("error: ") and reason in lines[0], result.stderr
+
+
+def test_a_port_in_use_is_one_error_line(classifier_checkpoint: Path) -> None:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        result = run("vision.serve", str(classifier_checkpoint), "--port", str(port))
+    lines = result.stderr.splitlines()
+    assert result.returncode == 2 and len(lines) == 1 and f"cannot listen on 127.0.0.1 port {port}" in lines[0], result.stderr
+
+
+def test_without_litserve_the_fix_is_named(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setitem(sys.modules, "litserve", None)  # import litserve raises ImportError
+    with pytest.raises(InputError, match=r'pip install -e "\.\[serve\]"'):
+        require_litserve()

@@ -1,0 +1,103 @@
+"""The pieces of a server in-process, without one: a refused request kept out of its batch's
+prediction (with and without batching), and the checks the gate runs for each head."""
+
+from __future__ import annotations
+
+import base64
+import io
+from typing import Any
+
+import pytest
+from PIL import Image
+
+from core.serving.requests import BadRequest, json_object
+
+pytest.importorskip("litserve", reason='serving needs litserve: pip install -e ".[serve]"')
+
+from core.serving.api import BatchedAPI  # noqa: E402 - needs litserve
+from nlp import serve as nlp_serve  # noqa: E402
+from vision import serve as vision_serve  # noqa: E402
+
+
+class Doubler:
+    """A handler whose model doubles numbers and refuses what is not one."""
+
+    def __init__(self) -> None:
+        self.batches: list[list[int]] = []
+
+    def setup(self, device: str) -> None:
+        pass
+
+    def decode(self, payload: dict[str, Any]) -> int:
+        if not isinstance(payload["x"], int):
+            raise BadRequest(422, f"x must be a number, got {payload['x']!r}")
+        return payload["x"]
+
+    def predict(self, inputs: list[int]) -> list[int]:
+        self.batches.append(list(inputs))
+        return [2 * x for x in inputs]
+
+    def encode(self, output: int) -> dict[str, Any]:
+        return {"y": output}
+
+
+@pytest.mark.parametrize("max_batch_size", [1, 4])
+def test_a_refused_request_is_answered_alone_and_its_batch_predicted_without_it(max_batch_size: int) -> None:
+    handler = Doubler()
+    api = BatchedAPI(handler, "/double", max_batch_size, 0.0)
+    decoded = [api.decode_request({"x": x}) for x in (1, "two", 3)]
+    if max_batch_size == 1:
+        outputs = [api.predict(item) for item in decoded]
+        assert handler.batches == [[1], [3]]
+    else:
+        outputs = api.predict(decoded)
+        assert handler.batches == [[1, 3]]
+    answers = [api.encode_response(output) for output in outputs]
+    assert answers[0] == {"y": 2} and answers[2] == {"y": 6}
+    assert answers[1].status_code == 422 and answers[1].body == b'{"detail":"x must be a number, got \'two\'"}'
+
+
+def image_file(width: int, height: int, mode: str = "RGB", format: str = "PNG") -> str:
+    buffer = io.BytesIO()
+    Image.new(mode, (width, height)).save(buffer, format)
+    return base64.b64encode(buffer.getvalue()).decode()
+
+
+def refusal(check: Any, payload: dict[str, Any]) -> tuple[int, str]:
+    with pytest.raises(BadRequest) as refused:
+        check(payload)
+    return refused.value.status, refused.value.reason
+
+
+@pytest.mark.filterwarnings("ignore::PIL.Image.DecompressionBombWarning")  # Pillow warns of the image refused here
+def test_the_vision_checks_read_headers_only() -> None:
+    payload = {"images": [image_file(30, 20), image_file(8, 8, "L", "JPEG")], "top_k": 2}
+    assert vision_serve.check_request(payload) is payload
+    status, reason = refusal(vision_serve.check_request, {"image": image_file(9_500, 9_500, "1")})
+    assert status == 413 and "9500 x 9500 pixels" in reason and f"{Image.MAX_IMAGE_PIXELS:,}" in reason
+    assert refusal(vision_serve.check_request, {"image": ""})[0] == 422
+    assert refusal(vision_serve.check_request, {"image": image_file(4, 4), "top_k": True})[0] == 422
+
+
+def test_multipart_fields_become_the_json_of_the_route() -> None:
+    png = base64.b64decode(image_file(4, 4))
+    encoded = base64.b64encode(png).decode()
+    assert vision_serve.form_payload([("image", png), ("top_k", "3")]) == {"image": encoded, "top_k": 3}
+    assert vision_serve.form_payload([("image", png), ("image", png)]) == {"images": [encoded, encoded]}
+    assert vision_serve.form_payload([("images", png)]) == {"images": [encoded]}
+    assert vision_serve.form_payload([("top_k", "x")]) == {"top_k": "x"}  # refused by the check
+
+
+def test_the_translation_checks() -> None:
+    payload = {"texts": ["winter is coming", "ça vient"], "beam": 4}
+    assert nlp_serve.check_request(payload) is payload
+    assert refusal(nlp_serve.check_request, {"text": "x" * (nlp_serve.MAX_TEXT_CHARS + 1)})[0] == 413
+    assert nlp_serve.check_request({"text": "x" * nlp_serve.MAX_TEXT_CHARS})
+
+
+def test_a_json_body_must_be_an_object() -> None:
+    assert json_object(b'{"a": 1}', "{}") == {"a": 1}
+    for body, status in [(b"", 400), (b"\xff", 400), (b"[" * 50_000, 400), (b"null", 422), (b'"text"', 422)]:
+        with pytest.raises(BadRequest) as refused:
+            json_object(body, '{"text": "..."}')
+        assert refused.value.status == status, body[:10]

@@ -1,0 +1,231 @@
+"""``python -m vision.serve`` on the loopback address with a tiny classifier, through real HTTP:
+its answers are those of ``python -m vision.predict`` for the same images, whether sent as base64
+JSON or multipart uploads, alone or batched with others; every bad request gets its 4xx with a
+one-line reason and the next good request is answered; SIGTERM answers the request in flight and
+exits 0."""
+
+from __future__ import annotations
+
+import http.client
+import io
+import json
+import struct
+import threading
+import time
+import zlib
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import redirect_stdout
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+from PIL import Image
+
+from tests.serve.server import Server, b64, get, multipart, post, post_json
+
+pytest.importorskip("litserve", reason='serving needs litserve: pip install -e ".[serve]"')
+
+BODY_LIMIT = 200_000  # --max-body-bytes of the test server
+
+
+def predicted(checkpoint: Path, paths: list[Path], top_k: int = 5) -> list[list[dict[str, Any]]]:
+    """The predictions ``python -m vision.predict --json`` prints for ``paths`` (one batch)."""
+    from vision import predict
+
+    printed = io.StringIO()
+    with redirect_stdout(printed):
+        predict.main([str(checkpoint), *map(str, paths), "--json", "--top-k", str(top_k), "--device", "cpu"])
+    return [result["predictions"] for result in json.loads(printed.getvalue())["results"]]
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory: pytest.TempPathFactory, classifier_checkpoint: Path):
+    log = tmp_path_factory.mktemp("vision-serve") / "server.log"
+    options = ["--max-batch-size", "8", "--batch-timeout", "0.05", "--max-body-bytes", str(BODY_LIMIT)]
+    with Server("vision.serve", classifier_checkpoint, log, *options) as running:
+        yield running
+
+
+@pytest.fixture(scope="module")
+def expected(classifier_checkpoint: Path, images: list[Path]) -> dict[Path, list[dict[str, Any]]]:
+    """vision.predict's top-5 of each image, classified alone."""
+    return {path: predicted(classifier_checkpoint, [path])[0] for path in images}
+
+
+def test_health_and_info(server: Server) -> None:
+    assert get(f"{server.url}/health") == (200, "ok")
+    status, info = get(f"{server.url}/info")
+    assert status == 200 and info["model"]["classes"] == ["cat", "dog", "owl"]
+
+
+def test_one_image_answers_what_vision_predict_prints(server: Server, expected: dict) -> None:
+    for path, predictions in expected.items():
+        assert post_json(f"{server.url}/predict", {"image": b64(path)}) == (200, {"predictions": predictions}), path.name
+
+
+def test_several_images_and_top_k_answer_what_vision_predict_prints(
+    server: Server, classifier_checkpoint: Path, images: list[Path]
+) -> None:
+    results = [{"predictions": predictions} for predictions in predicted(classifier_checkpoint, images, top_k=2)]
+    assert post_json(f"{server.url}/predict", {"images": [b64(path) for path in images], "top_k": 2}) == (
+        200, {"results": results}
+    )
+    assert post_json(f"{server.url}/predict", {"image": b64(images[0]), "top_k": 50})[1]["predictions"] == predicted(
+        classifier_checkpoint, images[:1], top_k=50
+    )[0]  # more than the 3 classes: all of them, as vision.predict shows
+
+
+def test_multipart_uploads_answer_as_base64_json(server: Server, expected: dict, images: list[Path]) -> None:
+    body, content_type = multipart([("image", (images[1].name, images[1].read_bytes()))])
+    assert post(f"{server.url}/predict", body, content_type) == (200, {"predictions": expected[images[1]]})
+    fields = [("images", (path.name, path.read_bytes())) for path in images[:2]] + [("top_k", "1")]
+    body, content_type = multipart(fields)
+    assert post(f"{server.url}/predict", body, content_type) == (
+        200, {"results": [{"predictions": expected[path][:1]} for path in images[:2]]}
+    )
+
+
+def assert_close(answer: dict[str, Any], predictions: list[dict[str, Any]]) -> None:
+    """The same classes in the same order, the probabilities equal up to float32 rounding (a
+    batch of another composition may round the last bits differently)."""
+    assert [entry["class"] for entry in answer["predictions"]] == [entry["class"] for entry in predictions]
+    got = [entry["probability"] for entry in answer["predictions"]]
+    assert got == pytest.approx([entry["probability"] for entry in predictions], rel=1e-5, abs=1e-7)
+
+
+def test_concurrent_requests_are_batched_with_the_same_answers(server: Server, expected: dict) -> None:
+    paths = list(expected) * 4
+    with ThreadPoolExecutor(len(paths)) as pool:
+        answers = list(pool.map(lambda path: post_json(f"{server.url}/predict", {"image": b64(path)}, timeout=60), paths))
+    for path, (status, answer) in zip(paths, answers):
+        assert status == 200, answer
+        assert_close(answer, expected[path])
+
+
+# ----------------------------------------------------------------------------- bad requests
+
+
+def png(width: int = 64, height: int = 64, seed: int = 0) -> bytes:
+    """A PNG of random (incompressible) pixels."""
+    buffer = io.BytesIO()
+    pixels = np.random.default_rng(seed).integers(0, 256, size=(height, width, 3), dtype=np.uint8)
+    Image.fromarray(pixels).save(buffer, "PNG")
+    return buffer.getvalue()
+
+
+def decompression_bomb() -> bytes:
+    """A 10,000 x 10,000 PNG of one colour: a few kilobytes that decode to 100 million pixels,
+    more than Pillow's Image.MAX_IMAGE_PIXELS."""
+    buffer = io.BytesIO()
+    Image.new("1", (10_000, 10_000)).save(buffer, "PNG")
+    return buffer.getvalue()
+
+
+def png_header(width: int, height: int) -> bytes:
+    """The header of a ``width`` x ``height`` RGB PNG and the start of its first row: an image
+    the server can only refuse from its header (decoding it would fail as truncated)."""
+
+    def chunk(kind: bytes, data: bytes) -> bytes:
+        return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data))
+
+    header = chunk(b"IHDR", struct.pack(">IIBBBBB", width, height, 8, 2, 0, 0, 0))
+    return b"\x89PNG\r\n\x1a\n" + header + chunk(b"IDAT", zlib.compress(bytes(64)))
+
+
+def json_body(payload: Any) -> tuple[bytes, str]:
+    return json.dumps(payload).encode(), "application/json"
+
+
+BAD_REQUESTS = {
+    "not an image": (lambda: json_body({"image": b64(b"plain text, not an image")}), 422, "'image' is not an image file"),
+    "a truncated image": (lambda: json_body({"image": b64(png()[:2000])}), 422, "'image' cannot be decoded"),
+    "a truncated image among good ones": (
+        lambda: json_body({"images": [b64(png()), b64(png()[:2000])]}), 422, "images[1] cannot be decoded"
+    ),
+    "a decompression bomb": (lambda: json_body({"image": b64(decompression_bomb())}), 413, "10000 x 10000 pixels"),
+    "a 20,000 x 20,000 image": (lambda: json_body({"image": b64(png_header(20_000, 20_000))}), 413, "too large to decode"),
+    "invalid JSON": (lambda: (b'{"image": "iVBOR', "application/json"), 400, "not valid JSON"),
+    "a JSON array": (lambda: json_body([b64(png())]), 422, "JSON array, not an object"),
+    "a wrong content type": (lambda: (b64(png()).encode(), "text/plain"), 415, "content type text/plain"),
+    "no content type": (lambda: (b64(png()).encode(), ""), 415, "content type (none)"),
+    "a body over the limit": (lambda: json_body({"image": "A" * BODY_LIMIT}), 413, f"{BODY_LIMIT:,} bytes"),
+    "not base64": (lambda: json_body({"image": "not base64!"}), 422, "not valid base64"),
+    "an image that is no string": (lambda: json_body({"image": 3}), 422, "must be a base64 string"),
+    "no image": (lambda: json_body({"top_k": 3}), 422, "either 'image' or 'images'"),
+    "an empty list": (lambda: json_body({"images": []}), 422, "non-empty array"),
+    "too many images": (lambda: json_body({"images": [b64(png(8, 8))] * 65}), 413, "more than the 64"),
+    "an unknown key": (lambda: json_body({"image": b64(png()), "topk": 3}), 422, "unknown key 'topk'"),
+    "top_k 0": (lambda: json_body({"image": b64(png()), "top_k": 0}), 422, "'top_k' must be a whole number"),
+    "a malformed multipart body": (
+        lambda: (b"--x\r\nno headers\r\n", "multipart/form-data; boundary=y"), 400, "multipart"
+    ),
+    "a multipart field unknown": (lambda: multipart([("picture", ("a.png", png()))]), 422, "unknown key 'picture'"),
+}
+
+
+@pytest.mark.parametrize("case", BAD_REQUESTS, ids=str)
+def test_a_bad_request_gets_its_4xx_and_the_next_good_one_is_answered(
+    case: str, server: Server, expected: dict
+) -> None:
+    build, status, reason = BAD_REQUESTS[case]
+    body, content_type = build()
+    answer = post(f"{server.url}/predict", body, content_type, timeout=30)
+    assert answer[0] == status, answer
+    assert reason in answer[1]["detail"] and "\n" not in answer[1]["detail"], answer
+    path, predictions = next(iter(expected.items()))
+    assert post_json(f"{server.url}/predict", {"image": b64(path)}) == (200, {"predictions": predictions})
+
+
+def test_a_chunked_body_over_the_limit_is_refused_as_it_arrives(server: Server, expected: dict) -> None:
+    connection = http.client.HTTPConnection("127.0.0.1", server.port, timeout=30)
+    chunks = (b'{"image": "' + b"A" * 50_000 for _ in range(8))  # 400 kB without a Content-Length
+    try:
+        connection.request("POST", "/predict", body=chunks, headers={"Content-Type": "application/json"}, encode_chunked=True)
+        response = connection.getresponse()
+        assert response.status == 413 and "--max-body-bytes" in json.loads(response.read())["detail"]
+    finally:
+        connection.close()
+    path, predictions = next(iter(expected.items()))
+    assert post_json(f"{server.url}/predict", {"image": b64(path)}) == (200, {"predictions": predictions})
+
+
+def test_a_bad_image_batched_with_good_ones_is_answered_alone(server: Server, expected: dict) -> None:
+    paths = list(expected)
+    payloads = [{"image": b64(path)} for path in paths] + [{"image": b64(png()[:2000])}]
+    with ThreadPoolExecutor(len(payloads)) as pool:
+        answers = list(pool.map(lambda payload: post_json(f"{server.url}/predict", payload, timeout=60), payloads))
+    for path, (status, answer) in zip(paths, answers):
+        assert status == 200, answer
+        assert_close(answer, expected[path])
+    assert answers[-1][0] == 422
+
+
+def test_other_methods_and_paths_get_a_4xx(server: Server) -> None:
+    assert get(f"{server.url}/predict")[0] == 405
+    assert post_json(f"{server.url}/classify", {"image": ""})[0] == 404
+
+
+# ----------------------------------------------------------------------------- stopping
+
+
+@pytest.mark.slow  # a server of its own: its start takes 10 to 20 s on 2 cores
+def test_sigterm_answers_the_request_in_flight_and_exits_0(
+    tmp_path: Path, classifier_checkpoint: Path, expected: dict
+) -> None:
+    path, predictions = next(iter(expected.items()))
+    # A batch waits up to 2 s for company: the request is in flight when SIGTERM comes.
+    server = Server("vision.serve", classifier_checkpoint, tmp_path / "server.log", "--batch-timeout", "2")
+    with server:
+        answers = []
+        client = threading.Thread(
+            target=lambda: answers.append(post_json(f"{server.url}/predict", {"image": b64(path)}, timeout=60))
+        )
+        client.start()
+        time.sleep(0.5)
+        status = server.stop()
+        client.join(timeout=60)
+    assert status == 0, server.output()
+    assert answers == [(200, {"predictions": predictions})], server.output()
+    with pytest.raises(OSError):
+        get(f"{server.url}/health", timeout=5)

@@ -24,6 +24,7 @@ README = ROOT / "README.md"
 DOCS = ROOT / "docs"
 MKDOCS_YML = ROOT / "mkdocs.yml"
 README_MAX_LINES = 210
+README_MAX_WORDS = 620  # a front page read in two minutes
 
 # `<!-- test: run -->` just before a ```python fence runs that block; `<!-- test: run, slow -->`
 # runs it among the slow tests.
@@ -173,6 +174,7 @@ def test_the_readme_is_a_front_page() -> None:
     lines = README.read_text().splitlines()
     assert len(lines) <= README_MAX_LINES, f"README.md has {len(lines)} lines; move detail into docs/"
     text = README.read_text()
+    assert len(text.split()) <= README_MAX_WORDS, f"README.md has {len(text.split())} words; move detail into docs/"
     for kept in ("pip install torch==2.14.1 torchvision==0.29.1", 'pip install -e ".[dev]"', "pytest -n auto",
                  "## Library example", "## Tests", "python -m vision.train", "python -m nlp.train"):
         assert kept in text, kept

@@ -254,5 +254,11 @@ class TranslationModule(pl.LightningModule):
 
 
 def load_translator(path: str | Path, map_location: str | torch.device = "cpu") -> TranslationModule:
-    """A trained :class:`TranslationModule` from its checkpoint alone, in eval mode."""
+    """A trained :class:`TranslationModule` from its checkpoint alone, or from a directory written
+    by ``python -m nlp.export --format safetensors`` (:mod:`nlp.export.safetensors_files`), in eval
+    mode."""
+    if Path(path).is_dir():
+        from nlp.export.safetensors_files import read_translator  # it builds this module's TranslationModule
+
+        return read_translator(path).to(map_location)
     return core.load_module(TranslationModule, path, map_location)

@@ -41,7 +41,8 @@ def test_the_rules_of_arguments_and_configs_import_no_torch() -> None:
         imported = imported_modules(root / path)
         assert not {module for module in imported if module.split(".")[0] in ("torch", "lightning", "timm", "numpy")}, path
         local = {module for module in imported if module.split(".")[0] in ("core", "nlp", "vision")}
-        assert local <= {"core.constraints", "core.errors", "core.training.commands.config_check", "nlp.constraints",
+        assert local <= {"core.constraints", "core.errors", "core.training.commands.config_check", "core.files.model_directory",
+                         "core.files.atomic", "nlp.constraints",
                          "vision.constraints", "vision.recipe"}, (path, local)
 
 

@@ -267,5 +267,11 @@ class ImageClassifier(LightningModule):
 
 
 def load_classifier(checkpoint: str | Path, device: str = "cpu") -> ImageClassifier:
-    """The classifier of a training checkpoint (``weights_only=True``), in eval mode."""
+    """The classifier of a training checkpoint (``weights_only=True``) or of a directory written by
+    ``python -m vision.export --format safetensors`` (:mod:`vision.export.safetensors_files`), in
+    eval mode."""
+    if Path(checkpoint).is_dir():
+        from vision.export.safetensors_files import read_classifier  # it builds this module's classifier
+
+        return read_classifier(checkpoint, device)
     return load_module(ImageClassifier, checkpoint, map_location=device).to(device)

@@ -1,6 +1,6 @@
-"""Writing files so that a reader (or a run resumed after ``kill -9``) never sees half of one, and a
-write that cannot be done (a full disk, a read-only or foreign directory) ends in one clear error
-rather than a traceback from deep inside the serializer."""
+"""Writing files and directories so that a reader (or a run resumed after ``kill -9``) never sees
+half of one, and a write that cannot be done (a full disk, a read-only or foreign directory) ends in
+one clear error rather than a traceback from deep inside the serializer."""
 
 from __future__ import annotations
 
@@ -70,3 +70,37 @@ def atomic_path(path: str | Path) -> Iterator[Path]:
         raise clear from None
     finally:
         tmp.unlink(missing_ok=True)
+
+
+@contextmanager
+def atomic_directory(path: str | Path) -> Iterator[Path]:
+    """An empty directory beside ``path`` (hidden) that replaces ``path`` when the block succeeds
+    and is removed when it fails, so ``path`` holds all of the previous files or all of the new
+    ones, never a mix; its files are flushed to disk before the rename.
+
+    A previous ``path`` (a directory; the caller decides whether it may go) is moved aside, the new
+    one renamed into place and the previous one removed. A write that fails for want of space or
+    permission raises :class:`InputError` saying which (:func:`write_error`).
+    """
+    path = Path(path)
+    staging = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    previous = path.with_name(f".{path.name}.{os.getpid()}.old")
+    try:
+        shutil.rmtree(staging, ignore_errors=True)
+        staging.mkdir(parents=True)
+        yield staging
+        for file in (file for file in staging.rglob("*") if file.is_file()):
+            with file.open("rb") as handle:
+                os.fsync(handle.fileno())
+        if path.exists():
+            os.replace(path, previous)
+        os.replace(staging, path)
+    except (OSError, RuntimeError) as error:
+        written = sum(file.stat().st_size for file in staging.rglob("*") if file.is_file()) if staging.exists() else 0
+        clear = write_error(path, error, written)
+        if clear is None:
+            raise
+        raise clear from None
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+        shutil.rmtree(previous, ignore_errors=True)

@@ -17,7 +17,7 @@ from PIL import Image
 from core.errors import InputError
 from core.training.evaluation import evaluate_checkpoint
 from tests.vision.vision_testdata import CONF, tiny_model_kwargs, write_image_folder
-from vision import evaluate
+from vision import evaluate, export
 from vision.head import HEAD
 from vision.inference import load_classifier, load_image, preprocess
 from vision.module import ImageClassifier
@@ -140,3 +140,14 @@ def test_the_command_reports_a_bad_checkpoint_in_one_line(
     error = capsys.readouterr().err
     assert error.startswith("error:") and error.count("\n") == 1 and "Traceback" not in error, error
     assert ("ckpt_path" if damage == "no ckpt_path" else str(path)) in error
+
+
+def test_an_exported_directory_evaluates_as_its_checkpoint(checkpoint: Path, folder: Path, tmp_path: Path) -> None:
+    """``ckpt_path=DIR`` of ``vision.export --format safetensors``: the same metrics as the checkpoint."""
+    directory = tmp_path / "shared"
+    export.main([str(checkpoint), "--format", "safetensors", "--out", str(directory), "--device", "cpu"])
+    data = [override.format(folder=folder) for override in FOLDER]
+    from_checkpoint = evaluate_checkpoint(eval_config(tmp_path / "a", f"ckpt_path={checkpoint}", *data), HEAD)
+    from_directory = evaluate_checkpoint(eval_config(tmp_path / "b", f"ckpt_path={directory}", *data), HEAD)
+    for key in ("test/acc", "test/acc5", "test/loss"):
+        assert from_directory[key] == pytest.approx(from_checkpoint[key], abs=1e-5), key

@@ -46,6 +46,7 @@ from core.constraints import (
     whole,
 )
 from core.errors import InputError
+from core.files.model_directory import is_model_directory
 
 MISSING = object()
 
@@ -128,7 +129,11 @@ def require_file(cfg: DictConfig, key: str, fix: str) -> None:
 
 
 def resume_checkpoint(cfg: DictConfig) -> None:
-    """A checkpoint to resume from is a file that exists."""
+    """A checkpoint to resume from is a file that exists; an evaluation also takes an exported model
+    directory (``model.safetensors`` + ``config.json``), which the head's loader reads."""
+    path = OmegaConf.select(cfg, "ckpt_path")
+    if path is not None and "split" in cfg and is_model_directory(path):
+        return
     require_file(
         cfg, "ckpt_path",
         "pass a checkpoint written by a training run, e.g. outputs/.../checkpoints/last.ckpt, or ckpt_path=null",

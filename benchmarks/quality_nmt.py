@@ -25,7 +25,8 @@ warmup steps, then 1/sqrt(step), and batches of sentences of similar length (tor
 random batches of 128 spend most of their compute on padding (on 2 CPU cores they trained 180
 target tokens/s, where the CLI's length-bucketed batches train 1,334). It adds label smoothing
 0.1 and gradient clipping 1.0 as the CLI has them. It trains in float32, as the tutorial does
-(the CLI's ``trainer=gpu`` is bf16-mixed), until the minutes are spent, without validation.
+(the CLI's precision follows the hardware: ``trainer.precision=auto``, bf16 autocast on a CPU with
+AVX512-BF16 or AMX and on a GPU that has it), until the minutes are spent, without validation.
 
 Columns: test BLEU and chrF (sacreBLEU), rep4 (share of translations repeating a word 4-gram,
 beside the references' own share), optimizer steps, the final label-smoothed training loss (the
@@ -34,6 +35,7 @@ target tokens per second.
 
     python -m benchmarks.quality_nmt [--corpus gettext-en-de long-es-en gettext-fr-en] [--minutes 8 30]
         [--device cpu|cuda] [--threads N] [--locale-dir /usr/share/locale] [--out-dir DIR]
+        [--contenders cli loop] [--cli-extra OVERRIDE ...]
         [--append results.jsonl] [--quick]
 """
 
@@ -324,6 +326,10 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
         "--contenders", nargs="+", default=["cli", "loop"], choices=["cli", "loop"],
         help="which side to run (e.g. cli alone to refresh its rows after a change of defaults)",
     )
+    parser.add_argument(
+        "--cli-extra", nargs="+", default=[], metavar="OVERRIDE",
+        help="overrides added to the CLI's (a lever under test, e.g. trainer.precision=32-true); named in its rows",
+    )
     parser.add_argument("--out-dir", type=Path, default=None, help="where the CLI runs go (default: a temporary dir)")
     parser.add_argument("--append", type=Path, default=None, help="also append the result as one JSON line here")
     parser.add_argument(
@@ -356,8 +362,10 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         for minutes in args.minutes:
             seconds = 60 * minutes
             if "cli" in args.contenders:
-                cli = run_cli(seconds, overrides, out_dir / f"{name}_cli_{minutes:g}min", args.device, args.threads)
-                rows += [{"corpus": name, "minutes": minutes, "contender": "nlp.train (transformer_mini)", **cli}]
+                run_dir = out_dir / f"{name}_cli_{minutes:g}min"
+                cli = run_cli(seconds, [*overrides, *args.cli_extra], run_dir, args.device, args.threads)
+                contender = " + ".join(["nlp.train (transformer_mini)", *args.cli_extra])
+                rows += [{"corpus": name, "minutes": minutes, "contender": contender, **cli}]
             if "loop" in args.contenders:
                 plain = run_plain(seconds, datamodule, model_cfg, device)
                 rows += [{"corpus": name, "minutes": minutes, "contender": "plain nn.Transformer loop", **plain}]

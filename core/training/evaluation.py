@@ -22,6 +22,7 @@ from lightning.pytorch.callbacks import Callback
 from omegaconf import DictConfig, OmegaConf, open_dict
 
 from core.errors import InputError
+from core.training.plan.precision import resolve_precision
 from core.training.head import EvaluationSplits, Head, HeadData, HeadModule, require_members
 from core.training.runner import build_list, prepare_once, scalar_metrics, write_json_atomically
 from core.training.commands.config_check import validate_config
@@ -139,6 +140,7 @@ def evaluate(
     else:
         loader = getattr(datamodule, f"{split}_dataloader")()
 
+    resolve_precision(cfg.trainer)
     trainer: pl.Trainer = instantiate(
         cfg.trainer,
         callbacks=[*build_list(cfg.get("callbacks"), "callbacks"), *reports],

@@ -25,6 +25,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from core.files.atomic import atomic_path
 from core.training.plan.budget import TrainingBudget
+from core.training.plan.precision import resolve_precision
 from core.files.checkpoints import load_checkpoint, outline, require_finite_weights, require_fit
 from core.training.callbacks.checkpoints import AtomicCheckpointIO
 from core.errors import InputError, TrainingDiverged
@@ -180,6 +181,8 @@ def fit_and_test(
     budget = TrainingBudget(**cfg.budget)
     preemption = PreemptionCheckpoint(output_dir / "checkpoints")
     # The Trainer first: Lightning checks its settings (precision, devices, strategy) before any data work.
+    if chosen := resolve_precision(cfg.trainer):
+        log.info("trainer.precision=auto: %s on this hardware", chosen)
     trainer: pl.Trainer = instantiate(
         cfg.trainer,
         callbacks=[*build_list(cfg.get("callbacks"), "callbacks"), budget, preemption, SeedPerRank(cfg.seed)],

@@ -60,7 +60,7 @@ def test_default_run_is_the_cifar10_recipe_on_any_accelerator() -> None:
 def test_experiments_compose_into_a_module(experiment: str) -> None:
     overrides = [f"experiment={experiment}", "paths.output_dir=/unused"]
     cfg = vision_config(overrides + (["module.pretrained=vit.pth"] if experiment == "finetune_timm" else []))
-    assert cfg.trainer.precision == "bf16-mixed" and cfg.data.img_size == cfg.model.img_size
+    assert cfg.trainer.precision == "auto" and cfg.data.img_size == cfg.model.img_size
     with torch.device("meta"):
         module = instantiate(cfg.module, model=model_kwargs(cfg), num_classes=10, _convert_="all")
     assert isinstance(module.net, VisionTransformer)

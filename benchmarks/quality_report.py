@@ -12,13 +12,15 @@ range. The vision CLI's rows are named by the recipe they trained with: the patc
 convolutional stem is the default since it was measured on four sets; rows recorded before carry
 ``stem: patch`` or ``+ model.stem=conv``) and the warmup cap (``budget.max_warmup_fraction``,
 recorded in each row since the cap of ``conf/vision.yaml`` moved from 0.1 to 0.3; rows without it
-ran with 0.1). A recipe other than today's defaults is a lever of them: the table of levers sets
-each against the defaults it changes, on the seeds both have.
+ran with 0.1). A recipe other than today's defaults is either an earlier default (the history) or
+a lever (an override under test); each is set against the defaults it changes, on the seeds both
+have, and told in words under the one table of today's defaults against the loop.
 """
 
 from __future__ import annotations
 
 import argparse
+import re
 import statistics
 import sys
 from collections import defaultdict
@@ -46,11 +48,35 @@ NMT_LOOP = "plain nn.Transformer loop"
 STEM = "model.stem="
 WARMUP_CAP = "budget.max_warmup_fraction="
 LEGACY_WARMUP_CAP = 0.1  # conf/vision.yaml's cap when a row did not record its own
+OTHER_MACHINE = "†"  # marks a lead whose two runs ran on different machines
+
+# What each override measured with ``--cli-extra`` changes, in words; an override not named here
+# is shown as it is.
+LEVER_NAMES = {
+    "model.stem=patch": "The linear patch embedding of the ViT paper instead of the convolutional stem",
+    "budget.max_warmup_fraction=0.1": "The warmup capped at a tenth of the planned steps",
+    "+callbacks.ema._target_=lightning.pytorch.callbacks.EMAWeightAveraging + +callbacks.ema.decay=0.99":
+        "An exponential moving average of the weights, decay 0.99",
+    "data.augment_on=loader": "Augmentation in the loader workers instead of on the whole batch",
+    "data.batch_size=64": "A fixed batch of 64 instead of the batch from the budget",
+    "model.layer_scale=1e-4": "LayerScale (Touvron et al. 2021), initialized at 1e-4",
+    "model.patch_size=8": "Patches of 8 pixels instead of 4 (a 4 by 4 grid of tokens at 32 px)",
+    "module.label_smoothing=0": "Hard targets instead of label smoothing 0.1",
+    "module.lr=4e-3": "The peak rate scaled with the batch (4e-3 instead of 2e-3)",
+    "model.weight_init=mimetic": "Mimetic initialization of the attention weights",
+}
 
 
 def default_warmup_cap() -> float:
     """Today's ``budget.max_warmup_fraction`` of ``conf/vision.yaml``."""
     return float(OmegaConf.load(CONF / "vision.yaml").budget.max_warmup_fraction)
+
+
+def machine_name(env: Mapping[str, Any]) -> str:
+    """The CPU model of a result's machine, trademarks dropped: 'Intel(R) Xeon(R) Processor' and
+    'Intel Xeon' are one machine."""
+    name = re.sub(r"\((R|TM)\)|\bProcessor\b|\bCPU\b", "", str(env.get("cpu", "")))
+    return " ".join(name.split())
 
 
 @dataclass(frozen=True)
@@ -68,6 +94,7 @@ class Run:
     rate: float | None = None
     base: str | None = None
     lever: str | None = None
+    machine: str = ""
 
 
 @dataclass(frozen=True)
@@ -114,6 +141,11 @@ def vision_contender(row: Mapping[str, Any], settings: Mapping[str, Any], defaul
     return Contender(DEFAULTS)
 
 
+def is_history(lever: str) -> bool:
+    """An earlier default (the patch embedding, the warmup cap), not an override under test."""
+    return lever.startswith((STEM, WARMUP_CAP))
+
+
 def vision_data(row: Mapping[str, Any], settings: Mapping[str, Any]) -> str:
     """The row's data set; a proving ground built with other than its default training images
     (``--ground-counts``) is another set, named with its count: ``cluttered-digits (50,000)``."""
@@ -135,7 +167,7 @@ def vision_runs(results: Iterable[Mapping[str, Any]], default_cap: float) -> lis
             run = Run(
                 vision_data(row, settings), length_of(row), int(row.get("seed", 0)), contender.name, 100 * row["test_acc"],
                 None if result["env"].get("shared_machine") else row.get("images_per_second"),  # speed of a shared machine is no figure
-                row.get("batch"), result["env"]["time"], rate, contender.base, contender.lever,
+                row.get("batch"), result["env"]["time"], rate, contender.base, contender.lever, machine_name(result["env"]),
             )
             latest[(run.data, run.budget, run.seed, run.contender, rate)] = run
     return list(latest.values())
@@ -152,6 +184,7 @@ def nmt_runs(results: Iterable[Mapping[str, Any]]) -> list[Run]:
             run = Run(
                 row["corpus"], length_of(row), int(row.get("seed", 0)), row["contender"], row["bleu"],
                 row.get("train_tokens_per_second"), None, result["env"]["time"],
+                machine=machine_name(result["env"]),
             )
             latest[(run.data, run.budget, run.seed, run.contender)] = run
     return list(latest.values())
@@ -169,7 +202,8 @@ def best_rate(runs: Iterable[Run]) -> list[Run]:
 
 @dataclass(frozen=True)
 class Cell:
-    """A contender's figure at one budget: mean, range and count over seeds."""
+    """A contender's figure at one budget: mean, range and count over seeds; the machine when
+    every seed ran on the same one."""
 
     mean: float
     low: float
@@ -177,6 +211,7 @@ class Cell:
     seeds: int
     speed: float | None
     batch: int | None
+    machine: str | None = None
 
     def __str__(self) -> str:
         spread = f" ({self.low:.1f}-{self.high:.1f}, {self.seeds} seeds)" if self.seeds > 1 else ""
@@ -193,9 +228,11 @@ def cells(runs: Iterable[Run]) -> dict[tuple[str, tuple[str, float], str], Cell]
         scores = [run.score for run in group]
         speeds = [run.speed for run in group if run.speed]
         batches = {run.batch for run in group}
+        machines = {run.machine for run in group}
         out[key] = Cell(
             statistics.mean(scores), min(scores), max(scores), len(scores),
             statistics.median(speeds) if speeds else None, batches.pop() if len(batches) == 1 else None,
+            machines.pop() if len(machines) == 1 else None,
         )
     return out
 
@@ -205,12 +242,21 @@ def budget_label(budget: tuple[str, float]) -> str:
     return f"{length:g} {'ep' if unit == 'epochs' else 'min'}"
 
 
+def budget_words(budget: tuple[str, float]) -> str:
+    unit, length = budget
+    return f"{length:g} {unit[:-1] if length == 1 else unit}"
+
+
+def same_machine(ours: Cell, theirs: Cell) -> bool:
+    return ours.machine is not None and ours.machine == theirs.machine
+
+
 def speed_ratio(ours: Cell | None, theirs: Cell | None) -> float | None:
-    """The defaults' speed over the loop's, only at an equal batch (a smaller batch costs speed
-    by design: more optimizer steps)."""
+    """The defaults' speed over the loop's, only at an equal batch on one machine (a smaller batch
+    costs speed by design: more optimizer steps)."""
     if ours is None or theirs is None or not ours.speed or not theirs.speed or ours.batch != theirs.batch:
         return None
-    return ours.speed / theirs.speed
+    return ours.speed / theirs.speed if same_machine(ours, theirs) else None
 
 
 def ratio(ours: Cell | None, theirs: Cell | None) -> str | None:
@@ -222,46 +268,137 @@ def lead(ours: Cell | None, theirs: Cell | None) -> str | None:
     return None if ours is None or theirs is None else f"{ours.mean - theirs.mean:+.1f}"
 
 
-def comparison_table(
-    figures: Mapping[tuple, Cell], order: tuple[str, ...], ours: str, loop: str, unit: str
+@dataclass(frozen=True)
+class Quality:
+    """Everything the results page shows: the vision runs (the loop at its best rate), the figures
+    of each contender, and the translation figures."""
+
+    vision_runs: list[Run]
+    vision: dict[tuple, Cell]
+    nmt_runs: list[Run]
+    nmt: dict[tuple, Cell]
+    nmt_ours: str
+
+    @property
+    def vision_order(self) -> tuple[str, ...]:
+        """The figure's lines: the loop, each recipe of the defaults other than today's (without
+        levers), today's defaults."""
+        others = sorted({name for _, _, name in self.vision if name not in (LOOP, DEFAULTS) and " + " not in name})
+        return (LOOP, *others, DEFAULTS)
+
+    @property
+    def nmt_order(self) -> tuple[str, ...]:
+        return (NMT_LOOP, self.nmt_ours) if self.nmt_ours else (NMT_LOOP,)
+
+
+def measure(results_dir: Path, default_cap: float | None = None) -> Quality:
+    """The figures of the quality result files in ``results_dir``; ``default_cap``: today's vision
+    warmup cap (default: ``conf/vision.yaml``'s)."""
+    cap = default_warmup_cap() if default_cap is None else default_cap
+    lines = read_lines(sorted(results_dir.glob("quality_vision*.jsonl")), "quality_vision")
+    vision_best = best_rate(vision_runs(lines, cap))
+    nmt_best = nmt_runs(read_lines(sorted(results_dir.glob("quality_nmt*.jsonl")), "quality_nmt"))
+    nmt = cells(nmt_best)
+    ours = sorted({name for _, _, name in nmt if name != NMT_LOOP})
+    return Quality(vision_best, cells(vision_best), nmt_best, nmt, ours[0] if ours else "")
+
+
+def defaults_table(
+    figures: Mapping[tuple, Cell], ours: str, loop: str, data: Iterable[str] | None = None, what: str = "data"
 ) -> str:
-    """One row per (data, budget): each contender's figure, the lead of ``ours`` over ``loop`` and
-    their speed ratio."""
-    keys = sorted({(data, budget) for data, budget, _ in figures}, key=lambda key: (key[0], key[1]))
-    rows = []
-    for data, budget in keys:
-        mine, theirs = figures.get((data, budget, ours)), figures.get((data, budget, loop))
-        contenders = [figures.get((data, budget, name)) for name in order]
-        rows.append([data, budget_label(budget), *contenders, lead(mine, theirs), ratio(mine, theirs)])
-    header = ["data", "budget", *(f"{name}, {unit}" for name in order), "lead", "speed ratio"]
-    return table(header, rows)
+    """One row per (data, budget) where ``ours`` has a figure: the loop's, ours, the lead of ours
+    and the speed ratio; ``data``: only those sets (``what`` names them in the header). A lead
+    between runs of two machines is marked."""
+    keys = sorted({(d, budget) for d, budget, name in figures if name == ours and (data is None or d in data)})
+    rows, marked = [], False
+    for d, budget in keys:
+        mine, theirs = figures[(d, budget, ours)], figures.get((d, budget, loop))
+        mark = OTHER_MACHINE if theirs is not None and not same_machine(mine, theirs) else ""
+        marked = marked or bool(mark)
+        rows.append([d, budget_words(budget), theirs, mine, f"{lead(mine, theirs) or '-'}{mark}", ratio(mine, theirs)])
+    text = table([what, "budget", "plain loop", "defaults", "lead", "speed"], rows)
+    if marked:
+        text += f"\n\n{OTHER_MACHINE} the loop's run and the defaults' ran on different machines."
+    return text
 
 
-def lever_table(runs: list[Run]) -> str:
-    """The effect of each lever (a recipe other than today's defaults: an override, the linear
-    patch embedding, another warmup cap) against the defaults it changes, at the same data, budget
-    and seeds (the seeds both have)."""
+@dataclass(frozen=True)
+class Effect:
+    """A lever against the defaults it changes (``against``) at one data set and budget, on the
+    seeds both have."""
+
+    data: str
+    budget: tuple[str, float]
+    against: str
+    base: Cell
+    lever: Cell
+
+    def words(self, gain: bool = False) -> str:
+        """``glyphs, 3 epochs: LEVER against BASE (LEVER - BASE)``: the lever's figure first, then
+        the defaults' it changes; with ``gain``, the other way round."""
+        first, second = (self.base, self.lever) if gain else (self.lever, self.base)
+        seeds = f", {self.base.seeds} seeds" if self.base.seeds > 1 else ""
+        return f"{self.data}, {budget_words(self.budget)}{seeds}: {first.mean:.1f} against {second.mean:.1f} ({lead(first, second)})"
+
+
+def effects(runs: Iterable[Run]) -> dict[str, list[Effect]]:
+    """Each lever's effects against the defaults it changes, at the same data, budget and seeds."""
+    runs = list(runs)
     by_key = {(run.data, run.budget, run.contender, run.seed): run for run in runs}
     levers = {(run.data, run.budget, run.contender): (run.base, run.lever) for run in runs if run.lever is not None}
-    rows = []
-    for (data, budget, name), (base, lever) in levers.items():
+    out: dict[str, list[Effect]] = defaultdict(list)
+    for (data, budget, name), (base, lever) in sorted(levers.items()):
         seeds = [seed for (d, b, n, seed) in by_key if (d, b, n) == (data, budget, name) and (d, b, base, seed) in by_key]
         if seeds:
             both = cells([by_key[(data, budget, contender, seed)] for seed in seeds for contender in (name, base)])
-            mine, theirs = both[(data, budget, name)], both[(data, budget, base)]
-            rows.append((lever, base, data, budget, theirs, mine, lead(mine, theirs)))
-    rows.sort(key=lambda row: row[:4])
-    return table(
-        ["lever", "changes", "data", "budget", "those defaults, test acc %", "with the lever, test acc %", "effect"],
-        [[lever, base, data, budget_label(budget), *rest] for lever, base, data, budget, *rest in rows],
-    )
+            out[lever].append(Effect(data, budget, base, both[(data, budget, base)], both[(data, budget, name)]))
+    for found in out.values():
+        found.sort(key=lambda effect: (effect.data, effect.budget))
+    return dict(out)
 
 
-def vision_order(figures: Mapping[tuple, Cell]) -> tuple[str, ...]:
-    """The main table's columns: the loop, each recipe of the defaults other than today's
-    (without levers), today's defaults."""
-    others = sorted({name for _, _, name in figures if name not in (LOOP, DEFAULTS) and " + " not in name})
-    return (LOOP, *others, DEFAULTS)
+def recipe_words(name: str) -> str:
+    """A recipe of the defaults in words: today's, or the earlier defaults and what differed."""
+    return "today's defaults" if name == DEFAULTS else f"the earlier defaults ({name.removeprefix(DEFAULTS + ', ')})"
+
+
+def lever_name(lever: str) -> str:
+    return LEVER_NAMES.get(lever, f"`{lever}`")
+
+
+def lever_words(lever: str, found: list[Effect]) -> str:
+    """One lever as a list item: its name, the overrides that set it, the defaults it was set
+    against, and a nested item per effect (the lever's figure against theirs)."""
+    overrides = " ".join(f"`{part}`" for part in lever.split(" + "))
+    against = " and ".join(sorted({recipe_words(effect.against) for effect in found}))
+    items = "".join(f"\n    - {effect.words()}" for effect in found)  # a nested list: four spaces for MkDocs
+    return f"- **{lever_name(lever)}** ({overrides}), against {against}:{items}"
+
+
+def earlier_only(quality: Quality) -> list[str]:
+    """Budgets measured only with an earlier recipe: its figure against the loop's, as list items."""
+    figures = quality.vision
+    today = {(data, budget) for data, budget, name in figures if name == DEFAULTS}
+    items = []
+    for data, budget in sorted({(d, b) for d, b, name in figures if name != LOOP} - today):
+        recipes = [name for name in quality.vision_order[1:-1] if (data, budget, name) in figures]
+        if recipes:
+            mine, theirs = figures[(data, budget, recipes[-1])], figures.get((data, budget, LOOP))
+            other = "" if theirs is None or same_machine(mine, theirs) else ", on another machine"
+            loop = f" against the loop's {theirs} ({lead(mine, theirs)}{other})" if theirs is not None else ""
+            items.append(f"- {data}, {budget_words(budget)}: {mine} with {recipe_words(recipes[-1])}{loop}.")
+    return items
+
+
+def history_and_levers(quality: Quality) -> tuple[str, str]:
+    """The earlier defaults and the levers, each as a list in words."""
+    found = effects(quality.vision_runs)
+    history = [lever_words(lever, found[lever]) for lever in sorted(found) if is_history(lever)]
+    levers = [lever_words(lever, found[lever]) for lever in sorted(found, key=lever_name) if not is_history(lever)]
+    earlier = earlier_only(quality)
+    if earlier:
+        history += ["", "Budgets measured only before today's defaults:", "", *earlier]
+    return "\n".join(history), "\n".join(levers)
 
 
 def plot_quality(figures: Mapping[tuple, Cell], order: tuple[str, ...], ylabel: str, path: Path) -> None:
@@ -342,27 +479,22 @@ def speed_rows(figures: Mapping[tuple, Cell], ours: str, loop: str, prefix: str)
 def render(results_dir: Path, figures_dir: Path | None, default_cap: float | None = None) -> str:
     """The page's Markdown; with ``figures_dir``, the figures are written there too.
     ``default_cap``: today's vision warmup cap (default: ``conf/vision.yaml``'s)."""
-    cap = default_warmup_cap() if default_cap is None else default_cap
-    lines = read_lines(sorted(results_dir.glob("quality_vision*.jsonl")), "quality_vision")
-    vision_best = best_rate(vision_runs(lines, cap))
-    vision = cells(vision_best)
-    order = vision_order(vision)
-    nmt = cells(nmt_runs(read_lines(sorted(results_dir.glob("quality_nmt*.jsonl")), "quality_nmt")))
-    nmt_order = tuple(sorted({name for _, _, name in nmt}, key=lambda name: name == NMT_LOOP, reverse=True))
-    nmt_ours = next((name for name in nmt_order if name != NMT_LOOP), "")
+    quality = measure(results_dir, default_cap)
+    vision, nmt = quality.vision, quality.nmt
     if figures_dir is not None:
         if vision:
-            plot_quality(vision, order, "test accuracy (%)", figures_dir / "vision_quality.png")  # levers: the table only
+            plot_quality(vision, quality.vision_order, "test accuracy (%)", figures_dir / "vision_quality.png")  # levers: in words only
         if nmt:
-            plot_quality(nmt, nmt_order, "test BLEU", figures_dir / "translation_quality.png")
-        speeds = speed_rows(vision, DEFAULTS, LOOP, "vision ") + speed_rows(nmt, nmt_ours, NMT_LOOP, "translation ")
+            plot_quality(nmt, quality.nmt_order, "test BLEU", figures_dir / "translation_quality.png")
+        speeds = speed_rows(vision, DEFAULTS, LOOP, "vision ") + speed_rows(nmt, quality.nmt_ours, NMT_LOOP, "translation ")
         if speeds:
             plot_speed(speeds, figures_dir / "speed_ratios.png")
-    main_lines = {key: cell for key, cell in vision.items() if key[2] in order}
+    history, levers = history_and_levers(quality) if vision else ("(no results)", "(no results)")
     return PAGE_TEMPLATE.format(
-        vision=comparison_table(main_lines, order, DEFAULTS, LOOP, "test acc %") if vision else "(no results)",
-        levers=lever_table(vision_best) if vision else "(no results)",
-        nmt=comparison_table(nmt, nmt_order, nmt_ours, NMT_LOOP, "BLEU") if nmt else "(no results)",
+        vision=defaults_table(vision, DEFAULTS, LOOP) if vision else "(no results)",
+        history=history or "(none)",
+        levers=levers or "(none)",
+        nmt=defaults_table(nmt, quality.nmt_ours, NMT_LOOP, what="corpus") if nmt else "(no results)",
     )
 
 
@@ -371,40 +503,49 @@ PAGE_TEMPLATE = """\
 
 <!-- Generated by `python -m benchmarks.quality_report` from benchmarks/results/quality_*.jsonl; do not edit. -->
 
-Every figure is the latest run of its kind in the result files (`benchmarks/results/`), written by
-`python -m benchmarks.quality_vision` and `python -m benchmarks.quality_nmt` with `--append`; the
-commands, machines and settings of each run are in its line there and in
-[BENCHMARKS.md](../BENCHMARKS.md#quality-of-the-defaults-on-real-data-cpu). The plain loop's figure
-is its best peak rate at that budget; a figure over several seeds is their mean (range, seeds).
-"lead" is the defaults' figure minus the loop's; the speed ratio is the defaults' training
-images/s (tokens/s) over the loop's, medians over seeds, where both trained at the same batch
-(the vision defaults take batches of 32 on a short budget of a small set, the loop 64). What was tried and why the defaults are
-what they are: [Decisions](decisions.md).
+What a user gets from today's defaults, next to the plain loop they would write instead, at the
+same budget, on data that runs offline. Every figure is the latest run of its kind in the result
+files (`benchmarks/results/`); the commands that write them are in
+[BENCHMARKS.md](../BENCHMARKS.md#quality-of-the-defaults-on-real-data-cpu), and each line of the
+files records its command, machine and settings. The plain loop's figure is its best peak rate at
+that budget; a figure over several seeds is their mean (range, seeds). "lead" is the defaults'
+figure minus the loop's; "speed" is the defaults' training images/s (tokens/s) over the loop's,
+medians over seeds, where both trained at the same batch on the same machine. Why each default is
+what it is: [Decisions](decisions.md).
 
 ## Vision Transformer
 
-CPU model pinned on both sides (width 128, depth 4, 4 heads, MLP ratio 2, patch 4). Digits and
-MNIST are the small sets (1,258 and 3,500 training images), `cluttered-digits` and `glyphs` the
-60,000-image proving grounds of `python -m benchmarks.proving_grounds` (a count in brackets: the
-set built with that many training images, `--ground-counts`). A column "warmup cap 0.1" holds the
-defaults as they were before their warmup cap (`budget.max_warmup_fraction`) moved to 0.3.
+Test accuracy (%), the CPU model pinned on both sides (width 128, depth 4, 4 heads, MLP ratio 2,
+patch 4). `digits` and `mnist` are the small sets (scikit-learn's and MNIST digits),
+`cluttered-digits` and `glyphs` the proving grounds of `python -m benchmarks.proving_grounds`
+(a count in brackets: the set built with that many training images, `--ground-counts`).
 
 ![Test accuracy against budget](figures/vision_quality.png)
 
 {vision}
 
+### History
+
+The defaults changed since the first runs: the convolutional stem replaced the linear patch
+embedding, and the warmup cap (`budget.max_warmup_fraction`) was raised. Each earlier default
+against the recipe that replaced it, at the same data, budget and seeds (its figure first, then
+theirs, and the difference):
+
+{history}
+
 ### Levers
 
-Each lever is a recipe other than today's defaults: an override (`--cli-extra OVERRIDE`), the
-linear patch embedding or the earlier warmup cap, set against the defaults it changes
-("changes"; a lever measured before the cap moved changes the defaults with the cap of 0.1) at
-the same data, budget and seeds; "effect" is the difference of the means.
+Each lever is one override of the defaults (`--cli-extra OVERRIDE`), measured against the
+defaults of its time at the same data, budget and seeds (the lever's figure first, then theirs,
+and the difference). None of them is a default.
 
 {levers}
 
 ## Translation
 
-`nlp.train model=transformer_mini` against a plain `torch.nn.Transformer` loop at equal minutes.
+Test BLEU, `nlp.train model=transformer_mini` against a plain `torch.nn.Transformer` loop given
+the same minutes. What was tried for the translation defaults, and why they are what they are:
+[Decisions](decisions.md#translation).
 
 ![Test BLEU against minutes](figures/translation_quality.png)
 

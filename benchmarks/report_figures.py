@@ -1,0 +1,243 @@
+"""The measurements the README and the docs pages quote, regenerated from the result files.
+
+A page quotes a measurement between two markers that name it; the text between them is generated:
+
+    the cached start takes <!-- figure: scale:1000000:cached:seconds -->(generated)<!-- /figure -->
+
+    <!-- figure: table:translation -->
+    (a table, generated)
+    <!-- /figure -->
+
+    python -m benchmarks.report_figures            # rewrites what stands between the markers
+    python -m benchmarks.report_figures --check    # exit 1 if a page quotes what the results do not hold
+
+Figure names (``kind:argument:...``):
+
+- ``table:vision`` / ``table:vision:SET;SET`` / ``table:translation``: today's defaults against the
+  plain loop, as on the results page (``benchmarks.quality_report``), for every set or the ones named.
+- ``lever:OVERRIDE``: one vision lever or earlier default against the defaults it changes, a list.
+- ``gain:OVERRIDE``: the least and the most the defaults gain over that lever, ``LOW to HIGH``;
+  ``gains:OVERRIDE``: each gain on one line, for a table's cell.
+- ``commands``: how fast each command answers (``benchmarks.commands``), a table.
+- ``scale:PAIRS:RUN:seconds`` / ``scale:PAIRS:RUN:peak``: the translation data cache
+  (``benchmarks.scale``), the first process's wall seconds or peak memory.
+- ``images-held:TRAIN:start`` / ``images-held:TRAIN:peak`` / ``images-held:speed``: what holding an
+  image folder in memory costs at start and in memory, and its training speed over the files'
+  (``benchmarks.scale_images``).
+- ``char-lm:output``: what the language model page's program printed (``benchmarks.char_lm``).
+
+Each figure is taken from the latest result that holds it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+import statistics
+import sys
+from collections.abc import Callable, Iterator, Mapping
+from pathlib import Path
+from typing import Any
+
+from benchmarks import quality_report
+from benchmarks.quality_report import DEFAULTS, LOOP, NMT_LOOP, Quality
+from benchmarks.report import read_results, table
+from core.files.atomic import atomic_path
+
+ROOT = Path(__file__).resolve().parents[1]
+RESULTS = ROOT / "benchmarks" / "results"
+MARKER = re.compile(r"<!-- figure: (?P<name>[^>]*?) -->(?P<body>.*?)<!-- /figure -->", re.S)
+BLOCK = "table", "lever", "commands", "char-lm"  # kinds whose figure is a block of Markdown
+
+
+def pages(root: Path = ROOT) -> list[Path]:
+    """The pages that quote measurements: the README and the docs, but the generated results page."""
+    docs = sorted(path for path in (root / "docs").glob("*.md") if path.name != quality_report.PAGE)
+    return [root / "README.md", *docs]
+
+
+class Results:
+    """The result files of a folder, each read once, and the figures taken from them."""
+
+    def __init__(self, folder: Path) -> None:
+        self.folder = folder
+        self._quality: Quality | None = None
+        self._results: list[Mapping[str, Any]] | None = None
+
+    @property
+    def quality(self) -> Quality:
+        if self._quality is None:
+            self._quality = quality_report.measure(self.folder)
+        return self._quality
+
+    def latest(self, benchmark: str) -> Iterator[Mapping[str, Any]]:
+        """The results of ``benchmark`` in every file of the folder, latest first."""
+        if self._results is None:
+            self._results = [result for path in sorted(self.folder.glob("*.jsonl")) for result in read_results(path)]
+        found = [result for result in self._results if result.get("benchmark") == benchmark]
+        return iter(sorted(found, key=lambda result: result["env"]["time"], reverse=True))
+
+    def newest(self, benchmark: str) -> Mapping[str, Any]:
+        result = next(self.latest(benchmark), None)
+        if result is None:
+            raise LookupError(f"no result of benchmarks.{benchmark} in {self.folder}")
+        return result
+
+    def row(self, benchmark: str, test: Callable[[Mapping[str, Any]], bool]) -> Mapping[str, Any]:
+        """The row of the latest result of ``benchmark`` that has a row passing ``test``."""
+        for result in self.latest(benchmark):
+            for row in result.get("rows", []):
+                if test(row):
+                    return row
+        raise LookupError(f"no result of benchmarks.{benchmark} in {self.folder} holds that row")
+
+
+def vision_table(results: Results, sets: str = "") -> str:
+    data = sets.split(";") if sets else None
+    return quality_report.defaults_table(results.quality.vision, DEFAULTS, LOOP, data)
+
+
+def translation_table(results: Results) -> str:
+    quality = results.quality
+    return quality_report.defaults_table(quality.nmt, quality.nmt_ours, NMT_LOOP, what="corpus")
+
+
+def lever_effects(results: Results, lever: str) -> list[quality_report.Effect]:
+    found = quality_report.effects(results.quality.vision_runs).get(lever)
+    if not found:
+        raise LookupError(f"the vision results measure no lever {lever!r}")
+    return found
+
+
+def lever(results: Results, override: str) -> str:
+    return quality_report.lever_words(override, lever_effects(results, override))
+
+
+def gain(results: Results, override: str) -> str:
+    gains = sorted(effect.base.mean - effect.lever.mean for effect in lever_effects(results, override))
+    return f"{gains[0]:.1f} to {gains[-1]:.1f}"
+
+
+def gains(results: Results, override: str) -> str:
+    return "; ".join(effect.words(gain=True) for effect in lever_effects(results, override))
+
+
+def commands(results: Results) -> str:
+    rows = results.newest("commands")["rows"]
+    return table(
+        ["command", "`--help`", "a refused argument"],
+        [[f"`{row['command']}`", f"{row['help_s']:.2f} s", f"`{row['bad_argument']}`: {row['bad_argument_s']:.2f} s"]
+         for row in rows],
+    )
+
+
+def scale(results: Results, pairs: str, run: str, what: str) -> str:
+    row = results.row("scale", lambda row: row["pairs"] == int(pairs) and row["run"] == run)
+    process = row["processes"][0]
+    return f"{process['seconds']:.0f} s" if what == "seconds" else f"{process['peak_mib']:,.0f} MiB"
+
+
+def images_held(results: Results, train: str, what: str = "") -> str:
+    """Held images against the files: the start's extra seconds or peak MiB at ``train`` training
+    images (two cached runs of one result), or, for ``images-held:speed``, the training speed over
+    the files' (medians of the latest alternated runs, both augmented in the loader)."""
+    if train == "speed":
+        speed = next((result["speed"] for result in results.latest("scale_images") if result.get("speed")), None)
+        if not speed:
+            raise LookupError("no result of benchmarks.scale_images times training (--speed-steps)")
+        loader = [run for run in speed if run.get("augment_on", "loader") == "loader"]
+        held, files = (statistics.median(run["images_per_second"] for run in loader if run["in_memory"] == state)
+                       for state in ("true", "false"))
+        return f"{held / files:.2f}x"
+    for result in results.latest("scale_images"):
+        runs = {row["in_memory"]: row for row in result["rows"] if row["train"] == int(train) and row["run"] == "cached"}
+        if {"true", "false"} <= set(runs):
+            held, files = runs["true"], runs["false"]
+            if what == "start":
+                return f"{held['seconds'] - files['seconds']:.0f} s"
+            return f"{held['peak_mib'] - files['peak_mib']:.0f} MiB"
+    raise LookupError(f"no result of benchmarks.scale_images starts {train} training images both ways")
+
+
+def char_lm(results: Results, what: str) -> str:
+    if what != "output":
+        raise KeyError(f"char-lm has one figure, char-lm:output, not char-lm:{what}")
+    found = next((result for result in results.latest("char_lm") if result["steps"] == result["page_steps"]), None)
+    if found is None:
+        return "Not measured yet: `python -m benchmarks.char_lm --append benchmarks/results/char_lm.jsonl`."
+    env = found["env"]
+    return f"One run on {env['cpu_count']} CPU cores ({env['cpu']}, {env['time'][:10]}) printed:\n\n```text\n{found['output'].rstrip()}\n```"
+
+
+FIGURES: dict[str, Callable[..., str]] = {
+    "table:vision": vision_table,
+    "table:translation": translation_table,
+    "lever": lever,
+    "gain": gain,
+    "gains": gains,
+    "commands": commands,
+    "scale": scale,
+    "images-held": images_held,
+    "char-lm": char_lm,
+}
+
+
+def figure(results: Results, name: str) -> str:
+    """The text of the figure ``name`` (see the module's docstring)."""
+    parts = name.split(":")
+    kind = ":".join(parts[:2]) if ":".join(parts[:2]) in FIGURES else parts[0]
+    if kind not in FIGURES:
+        raise KeyError(f"no figure kind {parts[0]!r}; the kinds: {', '.join(FIGURES)}")
+    arguments = parts[len(kind.split(":")):]
+    text = FIGURES[kind](results, *arguments)
+    return f"\n\n{text}\n\n" if kind.split(":")[0] in BLOCK else text
+
+
+def regenerate(text: str, results: Results, where: str = "") -> str:
+    """``text`` with every marked figure replaced by what the results hold."""
+
+    def replace(match: re.Match[str]) -> str:
+        line = text[: match.start()].count("\n") + 1
+        try:
+            body = figure(results, match.group("name"))
+        except (KeyError, LookupError, TypeError) as error:
+            raise ValueError(f"{where}:{line}: figure {match.group('name')!r}: {error}") from None
+        starts_line = not text[: match.start()].rsplit("\n", 1)[-1].strip()
+        if starts_line and not body.startswith("\n"):
+            raise ValueError(
+                f"{where}:{line}: the figure {match.group('name')!r} begins a line, which Markdown reads as a "
+                "block of HTML that ends the paragraph; move a word of the sentence before it"
+            )
+        return f"<!-- figure: {match.group('name')} -->{body}<!-- /figure -->"
+
+    return MARKER.sub(replace, text)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--results", type=Path, default=RESULTS, help="folder of the result files")
+    parser.add_argument("--root", type=Path, default=ROOT, help="the checkout whose README.md and docs/ are rewritten")
+    parser.add_argument("--check", action="store_true", help="only say which pages are out of date")
+    args = parser.parse_args(argv)
+    results = Results(args.results)
+    stale = []
+    for page in pages(args.root):
+        text = page.read_text()
+        fresh = regenerate(text, results, str(page))
+        if fresh == text:
+            continue
+        stale.append(page)
+        if not args.check:
+            with atomic_path(page) as tmp:
+                tmp.write_text(fresh)
+    if args.check and stale:
+        names = ", ".join(str(page) for page in stale)
+        print(f"{names}: figures out of date; run python -m benchmarks.report_figures", file=sys.stderr)
+        return 1
+    if not args.check:
+        print(f"rewrote {len(stale)} page(s)" + "".join(f"\n  {page}" for page in stale))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -12,11 +12,19 @@ make a sentence's translation independent of the batch it is decoded in.
 ``no_repeat_ngram_size`` n > 0 forbids any token that would complete an n-gram of subword ids
 already generated in the same hypothesis (fairseq's ``--no-repeat-ngram-size``), which cuts the
 loops of an undertrained model ("the name of the name of ...").
+
+A target ``prefix`` (subword ids per sentence) is forced: while a sentence's prefix lasts, its one
+token is the only choice, and decoding goes on freely after it. The prefix is given, not chosen:
+its tokens add nothing to a hypothesis's log-probability and do not count in its length, so a
+score is ``log P(continuation | source, prefix) / lp(continuation length)``, ``</s>`` counted
+(the length limits count the tokens after the prefix too). Its n-grams do count for blocking.
+Right after the prefix, beam search lets only its best candidate end (CTranslate2's rule).
 """
 
 from __future__ import annotations
 
-from typing import NamedTuple
+from collections.abc import Sequence
+from typing import NamedTuple, Protocol
 
 import torch
 from torch import Tensor
@@ -27,32 +35,106 @@ from nlp.model import Seq2SeqTransformer
 
 DEFAULT_MAX_LEN_A = 1.2
 DEFAULT_MAX_LEN_B = 10
+FREE = -1  # in a table of forced tokens: no token is forced at this step
+
+Prefix = Sequence[Sequence[int]]  # the forced target ids of each sentence (may be empty)
+
+
+class Vocabulary(Protocol):
+    """What the decoding rules read of a model: its special ids and ``max_len`` (a
+    :class:`~nlp.model.Seq2SeqTransformer`, or an exported CTranslate2 model's translator)."""
+
+    pad_id: int
+    bos_id: int
+    eos_id: int
+    max_len: int
+
+
+class Scored(NamedTuple):
+    """A finished hypothesis: its ids (prefix included, ``</s>`` last) and the score it is ranked
+    by, ``log P(continuation | source, prefix) / lp(continuation length)`` (GNMT)."""
+
+    tokens: list[int]
+    score: float
 
 
 def length_limits(
-    model: Seq2SeqTransformer,
+    model: Vocabulary,
     src: Tensor,
     max_len: int | None = None,
     max_len_a: float = DEFAULT_MAX_LEN_A,
     max_len_b: int = DEFAULT_MAX_LEN_B,
+    prefix_lengths: Sequence[int] | None = None,
 ) -> Tensor:
     """Most tokens each sentence may generate, including ``</s>``: [B].
 
     ``max_len`` for every sentence when given, else ``int(max_len_a * source_length + max_len_b)``
-    with the source length counted in ids (its ``</s>`` included), capped by the model's ``max_len``.
+    with the source length counted in ids (its ``</s>`` included), capped by the model's ``max_len``;
+    a sentence with a prefix of ``prefix_lengths`` tokens may generate that many more (the limit
+    counts the tokens after the prefix), still within the model's ``max_len``.
     """
     if max_len is not None:
         if not 0 < max_len <= model.max_len:
             raise InputError(f"max_len {max_len} must be in 1..{model.max_len} (the model's max_len)")
-        return torch.full((src.shape[0],), max_len, dtype=torch.long, device=src.device)
-    if max_len_a < 0 or max_len_b < 1:
+        limits = torch.full((src.shape[0],), max_len, dtype=torch.long, device=src.device)
+    elif max_len_a < 0 or max_len_b < 1:
         raise InputError(
             f"max_len_a must be >= 0 and max_len_b >= 1 (limit = a * source length + b), "
             f"got {max_len_a} and {max_len_b}"
         )
-    source_lengths = src.ne(model.pad_id).sum(dim=1).tolist()
-    limits = [min(int(max_len_a * length + max_len_b), model.max_len) for length in source_lengths]
-    return torch.tensor(limits, dtype=torch.long, device=src.device)
+    else:
+        source_lengths = src.ne(model.pad_id).sum(dim=1).tolist()
+        limits = torch.tensor(
+            [int(max_len_a * length + max_len_b) for length in source_lengths], dtype=torch.long, device=src.device
+        )
+    if prefix_lengths is not None:
+        limits = limits + torch.tensor(prefix_lengths, dtype=torch.long, device=src.device)
+    return limits.clamp(max=model.max_len)
+
+
+def check_prefix(model: Vocabulary, prefix: Prefix, sentences: int, name: str = "the prefix") -> None:
+    """Refuse a prefix that is not one list of ids per sentence, that holds ``<pad>``, ``<s>`` or
+    ``</s>``, or that leaves no room for ``</s>`` within the model's ``max_len``; ``name`` is how
+    the error names it (``--prefix`` in a command)."""
+    if len(prefix) != sentences:
+        raise InputError(f"{name} has {len(prefix)} entries for {sentences} sentences; give one per sentence")
+    specials = {model.pad_id: "<pad>", model.bos_id: "<s>", model.eos_id: "</s>"}
+    for ids in prefix:
+        special = next((specials[token] for token in ids if token in specials), None)
+        if special is not None:
+            raise InputError(
+                f"{name} holds the special token {special}; a prefix is text that every translation starts with"
+            )
+        if len(ids) >= model.max_len:
+            raise InputError(
+                f"{name} has {len(ids)} subwords, more than the {model.max_len - 1} a translation of this model "
+                f"may hold before its </s> (max_len {model.max_len}); give a shorter prefix"
+            )
+
+
+def forced_tokens(model: Vocabulary, prefix: Prefix | None, src: Tensor) -> Tensor:
+    """The prefix of each sentence as a table [B, P] (P the longest prefix), :data:`FREE` after a
+    shorter one's end; [B, 0] without a prefix."""
+    if prefix is None:
+        return torch.full((src.shape[0], 0), FREE, dtype=torch.long, device=src.device)
+    check_prefix(model, prefix, src.shape[0])
+    table = torch.full((src.shape[0], max(map(len, prefix), default=0)), FREE, dtype=torch.long)
+    for row, ids in enumerate(prefix):
+        table[row, : len(ids)] = torch.tensor(ids, dtype=torch.long)
+    return table.to(src.device)
+
+
+def force(log_probs: Tensor, forced: Tensor) -> Tensor:
+    """``log_probs`` [R, V] with each row's ``forced`` token [R] the only choice, at log-probability
+    0 (the prefix is given); rows where ``forced`` is :data:`FREE` keep theirs."""
+    only = torch.full_like(log_probs, float("-inf"))
+    only.scatter_(1, forced.clamp(min=0)[:, None], 0.0)
+    return torch.where(forced[:, None] == FREE, log_probs, only)
+
+
+def step_forced(table: Tensor, step: int) -> Tensor | None:
+    """The forced token of each row at ``step`` (:data:`FREE` where none), or None after every prefix."""
+    return table[:, step] if step < table.shape[1] else None
 
 
 def repeated_ngram_bans(generated: Tensor, n: int, vocab: int) -> Tensor:
@@ -80,13 +162,15 @@ def next_token_log_probs(
     cache: DecoderCache | None,
     at_limit: Tensor,
     no_repeat_ngram_size: int = 0,
+    forced: Tensor | None = None,
 ) -> Tensor:
     """Log-probabilities [B, V] of the token after ``tokens`` [B, t] (``<s>`` first).
 
     ``<pad>`` and ``<s>`` are never generated, nor tokens that repeat an n-gram of size
     ``no_repeat_ngram_size`` (0 = any may); rows ``at_limit`` may only end (``</s>``, which a
-    live hypothesis has not generated, so it is never banned). Scores that are not numbers (a
-    diverged model) are refused with an :class:`InputError`.
+    live hypothesis has not generated, so it is never banned); rows with a ``forced`` token [B]
+    (:data:`FREE` for none) take it, whatever the bans (:func:`force`). Scores that are not
+    numbers (a diverged model) are refused with an :class:`InputError`.
     """
     step_input = tokens if cache is None else tokens[:, -1:]
     logits = model.decode(step_input, memory, src_padding_mask, cache=cache)[:, -1].float()  # (B, V)
@@ -104,7 +188,8 @@ def next_token_log_probs(
     # cut-off hypothesis is not inflated.
     forced_end = torch.full_like(log_probs, float("-inf"))
     forced_end[:, model.eos_id] = log_probs[:, model.eos_id]
-    return torch.where(at_limit[:, None], forced_end, log_probs)
+    log_probs = torch.where(at_limit[:, None], forced_end, log_probs)
+    return log_probs if forced is None else force(log_probs, forced)
 
 
 def start_tokens(model: Seq2SeqTransformer, rows: int, device: torch.device) -> Tensor:
@@ -127,30 +212,36 @@ def greedy_decode(
     no_repeat_ngram_size: int = 0,
     max_len_a: float = DEFAULT_MAX_LEN_A,
     max_len_b: int = DEFAULT_MAX_LEN_B,
+    prefix: Prefix | None = None,
 ) -> Tensor:
     """Pick the most probable token at each step until every sentence has produced ``</s>``.
 
     Args:
         model: the translation model (put it in eval mode first).
         src: source ids [B, S], right-padded with the model's ``pad_id``.
-        max_len: most generated tokens per sentence (default: ``max_len_a * S_i + max_len_b``).
+        max_len: most generated tokens per sentence after its prefix (default: ``max_len_a * S_i +
+            max_len_b``).
         use_cache: incremental decoding with the key/value cache.
         no_repeat_ngram_size: forbid repeating an n-gram of this size (0 = off).
         max_len_a: the default limit's factor of the source length.
         max_len_b: the default limit's added tokens.
+        prefix: target ids each sentence's output starts with (one list per sentence, no special
+            tokens); decoding continues freely after it.
 
     Returns:
         Generated ids [B, L] (no ``<s>``), ``</s>``-terminated, padded after it.
     """
     check_ngram_size(no_repeat_ngram_size)
-    limits = length_limits(model, src, max_len, max_len_a, max_len_b)
+    table = forced_tokens(model, prefix, src)
+    limits = length_limits(model, src, max_len, max_len_a, max_len_b, prefix_lengths(table))
     memory, src_padding_mask = model.encode(src)
     cache = model.new_cache() if use_cache else None
     tokens = start_tokens(model, src.shape[0], src.device)
     finished = torch.zeros(src.shape[0], dtype=torch.bool, device=src.device)
     for step in range(int(limits.max())):
         log_probs = next_token_log_probs(
-            model, tokens, memory, src_padding_mask, cache, step + 1 >= limits, no_repeat_ngram_size
+            model, tokens, memory, src_padding_mask, cache, step + 1 >= limits, no_repeat_ngram_size,
+            step_forced(table, step),
         )
         next_token = log_probs.argmax(dim=-1).masked_fill(finished, model.pad_id)
         tokens = torch.cat([tokens, next_token[:, None]], dim=1)
@@ -158,6 +249,11 @@ def greedy_decode(
         if finished.all():
             break
     return tokens[:, 1:]
+
+
+def prefix_lengths(table: Tensor) -> list[int]:
+    """The length of each row's prefix in a table of :func:`forced_tokens`."""
+    return table.ne(FREE).sum(dim=1).tolist()
 
 
 def gnmt_length_penalty(length: int, alpha: float) -> float:
@@ -185,16 +281,29 @@ def best_candidates(scores: Tensor, log_probs: Tensor, beam_size: int, eos_id: i
     return Candidates(top_scores, top_index // vocab, tokens, tokens == eos_id)
 
 
+def only_the_best_may_end(candidates: Candidates, sentences: Tensor) -> Candidates:
+    """``candidates`` where, for the ``sentences`` [B] (bool) at their first step after a prefix,
+    no candidate but the best may end: the others that would end are dropped (score ``-inf``, a
+    dead beam). CTranslate2's rule, so that the prefix alone does not fill the n-best list with
+    an empty continuation that is not the most probable one."""
+    dropped = candidates.ends & sentences[:, None]
+    dropped[:, 0] = False
+    scores = candidates.scores.masked_fill(dropped, float("-inf"))
+    return Candidates(scores, candidates.beams, candidates.tokens, candidates.ends & ~dropped)
+
+
 class FinishedHypotheses:
-    """The hypotheses of each sentence that have ended, scored ``log P / lp(length)`` (GNMT).
+    """The hypotheses of each sentence that have ended, scored ``log P / lp(length)`` (GNMT) over
+    the tokens after the sentence's prefix (``prefix_lengths``).
 
     A sentence is done when it holds ``beam_size`` of them (the fairseq criterion).
     """
 
-    def __init__(self, batch: int, beam_size: int, length_penalty: float) -> None:
+    def __init__(self, prefix_lengths: list[int], beam_size: int, length_penalty: float) -> None:
+        self.prefix_lengths = prefix_lengths
         self.beam_size, self.length_penalty = beam_size, length_penalty
-        self.hypotheses: list[list[tuple[float, Tensor]]] = [[] for _ in range(batch)]
-        self.done = [False] * batch
+        self.hypotheses: list[list[Scored]] = [[] for _ in prefix_lengths]
+        self.done = [False] * len(prefix_lengths)
 
     def collect(self, candidates: Candidates, tokens: Tensor, step: int) -> None:
         """Keep the candidates among each sentence's top ``beam_size`` that end with ``</s>``;
@@ -205,21 +314,26 @@ class FinishedHypotheses:
             if self.done[sentence]:
                 continue
             row = sentence * k + int(candidates.beams[sentence, rank])
-            score = float(candidates.scores[sentence, rank]) / gnmt_length_penalty(step + 1, self.length_penalty)
-            hypothesis = torch.cat([tokens[row, 1:], candidates.tokens[sentence, rank, None]])
-            self.hypotheses[sentence].append((score, hypothesis))
+            length = step + 1 - self.prefix_lengths[sentence]
+            score = float(candidates.scores[sentence, rank]) / gnmt_length_penalty(length, self.length_penalty)
+            hypothesis = [*tokens[row, 1:].tolist(), int(candidates.tokens[sentence, rank])]
+            self.hypotheses[sentence].append(Scored(hypothesis, score))
             self.done[sentence] = len(self.hypotheses[sentence]) >= k
 
     def all_done(self) -> bool:
         return all(self.done)
 
-    def best(self, pad_id: int, device: torch.device) -> Tensor:
-        """The best-scored hypothesis of each sentence, right-padded: [B, L]."""
-        best = [max(hypotheses, key=lambda hypothesis: hypothesis[0])[1] for hypotheses in self.hypotheses]
-        output = torch.full((len(best), max(map(len, best))), pad_id, dtype=torch.long, device=device)
-        for sentence, hypothesis in enumerate(best):
-            output[sentence, : len(hypothesis)] = hypothesis
-        return output
+    def ranked(self) -> list[list[Scored]]:
+        """Each sentence's hypotheses, best first (in the order they ended where scores tie)."""
+        return [sorted(found, key=lambda hypothesis: hypothesis.score, reverse=True) for found in self.hypotheses]
+
+
+def pad_rows(rows: list[list[int]], pad_id: int, device: torch.device) -> Tensor:
+    """Id lists as one right-padded tensor [B, L]."""
+    output = torch.full((len(rows), max(map(len, rows))), pad_id, dtype=torch.long, device=device)
+    for index, row in enumerate(rows):
+        output[index, : len(row)] = torch.tensor(row, dtype=torch.long)
+    return output
 
 
 def advance_beams(candidates: Candidates, tokens: Tensor, beam_size: int) -> tuple[Tensor, Tensor, Tensor]:
@@ -247,35 +361,69 @@ def beam_search(
     no_repeat_ngram_size: int = 0,
     max_len_a: float = DEFAULT_MAX_LEN_A,
     max_len_b: int = DEFAULT_MAX_LEN_B,
+    prefix: Prefix | None = None,
 ) -> Tensor:
-    """Beam search with GNMT length normalization, as in the paper (beam 4, alpha 0.6).
+    """Beam search with GNMT length normalization, as in the paper (beam 4, alpha 0.6): the best
+    hypothesis of each sentence among :func:`beam_hypotheses` (same arguments).
+
+    Returns:
+        The best hypothesis of each sentence [B, L] (no ``<s>``), ``</s>``-terminated, padded.
+    """
+    ranked = beam_hypotheses(
+        model, src, beam_size, length_penalty, max_len, use_cache, no_repeat_ngram_size, max_len_a, max_len_b, prefix
+    )
+    return pad_rows([hypotheses[0].tokens for hypotheses in ranked], model.pad_id, src.device)
+
+
+@torch.no_grad()
+def beam_hypotheses(
+    model: Seq2SeqTransformer,
+    src: Tensor,
+    beam_size: int = 4,
+    length_penalty: float = 0.6,
+    max_len: int | None = None,
+    use_cache: bool = True,
+    no_repeat_ngram_size: int = 0,
+    max_len_a: float = DEFAULT_MAX_LEN_A,
+    max_len_b: int = DEFAULT_MAX_LEN_B,
+    prefix: Prefix | None = None,
+) -> list[list[Scored]]:
+    """Beam search, every finished hypothesis of each sentence with its score, best first.
 
     The beams of all sentences are folded into one batch of ``B * beam_size`` rows. Each step
     scores every continuation of every live beam and takes the ``2 * beam_size`` best of each
     sentence (:func:`best_candidates`): those ending in ``</s>`` among the top ``beam_size``
     become finished hypotheses (:class:`FinishedHypotheses`), and the best ``beam_size`` others
-    stay live (:func:`advance_beams`), with the key/value cache reordered to follow them. The
-    search stops when every sentence is done.
+    stay live (:func:`advance_beams`), with the key/value cache reordered to follow them; at the
+    first step after a prefix only the best candidate may end (:func:`only_the_best_may_end`).
+    The search stops when every sentence is done. Each sentence ends with ``beam_size`` distinct
+    hypotheses, fewer only when fewer could end (a limit that leaves room for ``</s>`` alone).
 
     Args:
         model: the translation model (put it in eval mode first).
         src: source ids [B, S], right-padded with the model's ``pad_id``.
         beam_size: hypotheses kept per sentence; 1 is greedy decoding.
         length_penalty: alpha of :func:`gnmt_length_penalty`; 0 ranks by raw log-probability.
-        max_len: most generated tokens per sentence (default: ``max_len_a * S_i + max_len_b``).
+        max_len: most generated tokens per sentence after its prefix (default: ``max_len_a * S_i +
+            max_len_b``).
         use_cache: incremental decoding with the key/value cache.
         no_repeat_ngram_size: forbid repeating an n-gram of this size in a hypothesis (0 = off).
         max_len_a: the default limit's factor of the source length.
         max_len_b: the default limit's added tokens.
+        prefix: target ids each sentence's hypotheses start with (one list per sentence, no
+            special tokens); the search continues freely after it.
 
     Returns:
-        The best hypothesis of each sentence [B, L] (no ``<s>``), ``</s>``-terminated, padded.
+        For each sentence, its hypotheses (ids without ``<s>``, ``</s>`` last) best first.
     """
     if beam_size < 1:
         raise InputError(f"beam_size must be at least 1, got {beam_size}")
     check_ngram_size(no_repeat_ngram_size)
     batch, device = src.shape[0], src.device
-    limits = length_limits(model, src, max_len, max_len_a, max_len_b).repeat_interleave(beam_size)  # (B * K,)
+    table = forced_tokens(model, prefix, src)
+    lengths = prefix_lengths(table)
+    limits = length_limits(model, src, max_len, max_len_a, max_len_b, lengths).repeat_interleave(beam_size)  # (B * K,)
+    table = table.repeat_interleave(beam_size, dim=0)  # (B * K, P): a beam stays within its sentence
     memory, src_padding_mask = model.encode(src)
     memory = memory.repeat_interleave(beam_size, dim=0)  # (B * K, S, dim)
     src_padding_mask = src_padding_mask.repeat_interleave(beam_size, dim=0)  # (B * K, S)
@@ -285,19 +433,22 @@ def beam_search(
     # with copies of one hypothesis.
     scores = torch.full((batch, beam_size), float("-inf"), device=device)
     scores[:, 0] = 0.0
-    finished = FinishedHypotheses(batch, beam_size, length_penalty)
+    first_free = torch.tensor([length or -1 for length in lengths], device=device)  # the step after a prefix, -1: none
+    finished = FinishedHypotheses(lengths, beam_size, length_penalty)
     for step in range(int(limits.max())):
         log_probs = next_token_log_probs(
-            model, tokens, memory, src_padding_mask, cache, step + 1 >= limits, no_repeat_ngram_size
+            model, tokens, memory, src_padding_mask, cache, step + 1 >= limits, no_repeat_ngram_size,
+            step_forced(table, step),
         )
         candidates = best_candidates(scores, log_probs, beam_size, model.eos_id)
+        candidates = only_the_best_may_end(candidates, first_free == step)
         finished.collect(candidates, tokens, step)
         if finished.all_done():
             break
         tokens, scores, rows = advance_beams(candidates, tokens, beam_size)
         if cache is not None:
             cache.reorder(rows)
-    return finished.best(model.pad_id, device)
+    return finished.ranked()
 
 
 def repeats_ngram(words: list[str], n: int) -> bool:

@@ -1,42 +1,57 @@
 """``python -m nlp.serve CKPT_OR_DIR [--port 8000] [--max-batch-size 16] [--batch-timeout 0.01]``:
 a trained translation model over HTTP, on LitServe. ``POST /translate`` takes ``{"text": "..."}``
-or ``{"texts": [...]}`` (and optionally ``"beam"``) and answers what ``python -m nlp.translate``
-prints for the same sentences; ``GET /health`` says whether it is ready.
+or ``{"texts": [...]}`` (and optionally ``"beam"``, ``"prefix"``, ``"nbest"``) and answers what
+``python -m nlp.translate`` prints for the same sentences and options, with ``"nbest"`` the best
+hypotheses and their scores too; ``GET /health`` says whether it is ready.
 
 The model is a checkpoint or a directory written by ``python -m nlp.export`` (CTranslate2, the
 fast backend), loaded as ``nlp.translate`` loads it. Requests that arrive together are translated
 as one batch (``--max-batch-size`` requests, waiting up to ``--batch-timeout`` seconds), those
-with the same beam together. Each request is checked in the HTTP process before it is queued: no
-empty text, at most ``MAX_TEXT_CHARS`` characters per text and ``MAX_TEXTS`` texts per request.
-Needs ``pip install -e ".[serve]"``.
+with the same beam and prefix together. Each request is checked in the HTTP process before it is
+queued: no empty text, at most ``MAX_TEXT_CHARS`` characters per text and ``MAX_TEXTS`` texts per
+request, an ``nbest`` within the beam, a prefix of at most ``MAX_PREFIX_CHARS`` characters; the
+worker refuses a prefix the model cannot start a translation with (a special token, more subwords
+than its ``max_len`` holds) before the request joins a batch. Needs ``pip install -e ".[serve]"``.
 """
 
 from __future__ import annotations
 
 import argparse
+import functools
 from dataclasses import dataclass
-from itertools import groupby
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from core.commands.arguments import ArgumentParser
 from core.commands.exit import command
-from core.serving.requests import TOO_LARGE, UNUSABLE, BadRequest, item_name, known_keys, one_or_many, whole_number
+from core.errors import InputError
+from core.serving.requests import (
+    TOO_LARGE,
+    UNUSABLE,
+    BadRequest,
+    item_name,
+    json_type,
+    known_keys,
+    one_or_many,
+    whole_number,
+)
 from core.serving.runner import add_server_options, require_free_port, require_litserve, serve
 
 if TYPE_CHECKING:
     from core.serving.gate import Route
     from nlp.export.translator import CTranslate2Translator
     from nlp.module import TranslationModule
+    from nlp.translate import Decoding, Translation
 
 ROUTE = "/translate"
 MAX_TEXTS = 64  # per request; nlp.translate decodes 64 lines together by default
 MAX_TEXT_CHARS = 10_000  # per text; a model reads a few hundred subwords of it at most
 MAX_BEAM = 32
+MAX_PREFIX_CHARS = 1_000  # a model's translations hold a few hundred subwords at most
 BATCH_SIZE = 64  # sentences decoded together, as nlp.translate's default --batch-size
 EXAMPLE = '{"text": "winter is coming", "beam": 4}'
 ONE, MANY = "text", "texts"
-KEYS = (ONE, MANY, "beam")
+KEYS = (ONE, MANY, "beam", "nbest", "prefix")
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
@@ -49,8 +64,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     return parser.parse_args(argv)
 
 
-def check_request(payload: dict[str, Any]) -> dict[str, Any]:
-    """A request's JSON object, checked; returned as it came."""
+def check_request(payload: dict[str, Any], default_beam: int) -> dict[str, Any]:
+    """A request's JSON object, checked; returned as it came. ``default_beam`` is the beam of a
+    request that sends none (the checkpoint's), which bounds its ``nbest``."""
     known_keys(payload, KEYS, EXAMPLE)
     texts, single = one_or_many(payload, ONE, MANY, MAX_TEXTS, EXAMPLE)
     for index, text in enumerate(texts):
@@ -64,16 +80,35 @@ def check_request(payload: dict[str, Any]) -> dict[str, Any]:
                 TOO_LARGE, f"{name} has {len(text):,} characters, more than the {MAX_TEXT_CHARS:,} a text may have; "
                            "send it sentence by sentence"
             )
-    whole_number(payload, "beam", 1, MAX_BEAM)
+    beam = whole_number(payload, "beam", default_beam, MAX_BEAM)
+    nbest = whole_number(payload, "nbest", 1, MAX_BEAM)
+    if nbest > beam:
+        raise BadRequest(
+            UNUSABLE, f"'nbest' {nbest} is more than the beam {beam}, which keeps {beam} hypotheses per text; "
+                      f"send 'beam': {nbest} (or more) with it, or a smaller 'nbest'"
+        )
+    check_prefix_text(payload.get("prefix", ""))
     return payload
+
+
+def check_prefix_text(prefix: Any) -> None:
+    """Refuse a ``prefix`` that is not a string or is over :data:`MAX_PREFIX_CHARS` characters."""
+    if not isinstance(prefix, str):
+        raise BadRequest(UNUSABLE, f"'prefix' must be a string, got a JSON {json_type(prefix)}; send "
+                                   '{"text": "winter is coming", "prefix": "l\'hiver"}')
+    if len(prefix) > MAX_PREFIX_CHARS:
+        raise BadRequest(TOO_LARGE, f"'prefix' has {len(prefix):,} characters, more than the {MAX_PREFIX_CHARS:,} a "
+                                    "prefix may have; send a shorter one")
 
 
 @dataclass
 class TextRequest:
-    """A decoded request: its texts, the beam size, and whether it sent one text."""
+    """A decoded request: its texts, how to decode them, the hypotheses wanted of each (None: the
+    translation only) and whether it sent one text."""
 
     texts: list[str]
-    beam: int
+    decoding: Decoding
+    nbest: int | None
     single: bool
 
 
@@ -90,27 +125,47 @@ class TranslatorHandler:
         self.translator, self.beam_size = load(self.checkpoint, device)
 
     def decode(self, payload: dict[str, Any]) -> TextRequest:
-        texts, single = ([payload[ONE]], True) if ONE in payload else (payload[MANY], False)
-        return TextRequest(texts, payload.get("beam", self.beam_size), single)
+        """The request's texts and decoding; a prefix the model cannot start a translation with is
+        refused here (422), before the request joins a batch."""
+        from nlp.translate import Decoding, prefix_ids
 
-    def predict(self, requests: list[TextRequest]) -> list[tuple[list[str], bool]]:
-        """The translations of every request, the requests of one beam size decoded together by
-        :func:`nlp.translate.translate_lines`, :data:`BATCH_SIZE` sentences at a time."""
+        texts, single = ([payload[ONE]], True) if ONE in payload else (payload[MANY], False)
+        try:
+            prefix = prefix_ids(self.translator, payload.get("prefix", ""), "'prefix'")
+        except InputError as error:
+            raise BadRequest(UNUSABLE, str(error)) from None
+        decoding = Decoding(payload.get("beam", self.beam_size), None, prefix)
+        return TextRequest(texts, decoding, payload.get("nbest"), single)
+
+    def predict(self, requests: list[TextRequest]) -> list[tuple[list[list[Translation]], TextRequest]]:
+        """The hypotheses of every text of every request, the requests of one beam and prefix
+        decoded together by :func:`nlp.translate.translate_lines`, :data:`BATCH_SIZE` sentences at
+        a time."""
         from nlp.translate import translate_lines
 
-        translations: dict[int, list[str]] = {}
-        order = sorted(range(len(requests)), key=lambda index: requests[index].beam)
-        for beam, group in groupby(order, key=lambda index: requests[index].beam):
-            indices = list(group)
+        groups: dict[Decoding, list[int]] = {}
+        for index, request in enumerate(requests):
+            groups.setdefault(request.decoding, []).append(index)
+        found: dict[int, list[list[Translation]]] = {}
+        for decoding, indices in groups.items():
             lines = [text for index in indices for text in requests[index].texts]
-            translated = iter(translate_lines(self.translator, lines, beam, None, BATCH_SIZE))
+            translated = translate_lines(self.translator, lines, decoding, BATCH_SIZE)
             for index in indices:
-                translations[index] = [next(translated) for _ in requests[index].texts]
-        return [(translations[index], request.single) for index, request in enumerate(requests)]
+                found[index] = [next(translated) for _ in requests[index].texts]
+        return [(found[index], request) for index, request in enumerate(requests)]
 
-    def encode(self, output: tuple[list[str], bool]) -> dict[str, Any]:
-        translations, single = output
-        return {"translation": translations[0]} if single else {"translations": translations}
+    def encode(self, output: tuple[list[list[Translation]], TextRequest]) -> dict[str, Any]:
+        """``{"translation": ...}`` or ``{"translations": [...]}``, and with ``nbest`` the best
+        hypotheses of each text under ``"hypotheses"``."""
+        found, request = output
+        translations = [ranked[0].text for ranked in found]
+        answer: dict[str, Any] = {"translation": translations[0]} if request.single else {"translations": translations}
+        if request.nbest is not None:
+            best = [
+                [{"translation": text, "score": score} for text, score in ranked[: request.nbest]] for ranked in found
+            ]
+            answer["hypotheses"] = best[0] if request.single else best
+        return answer
 
 
 def load(checkpoint: str, device: str) -> tuple[TranslationModule | CTranslate2Translator, int]:
@@ -128,11 +183,11 @@ def load(checkpoint: str, device: str) -> tuple[TranslationModule | CTranslate2T
     return translator, translator.hparams.beam_size
 
 
-def route() -> Route:
-    """The gate's checks of ``POST /translate`` (JSON only)."""
+def route(beam_size: int) -> Route:
+    """The gate's checks of ``POST /translate`` (JSON only); ``beam_size`` is the model's default beam."""
     from core.serving.gate import Route
 
-    return Route(EXAMPLE, check_request)
+    return Route(EXAMPLE, functools.partial(check_request, default_beam=beam_size))
 
 
 @command
@@ -151,7 +206,7 @@ def main(argv: list[str] | None = None) -> None:
     backend = "ctranslate2" if is_exported_model(args.checkpoint) else "pytorch"
     metadata = {"checkpoint": str(args.checkpoint), "backend": backend, "beam_size": beam_size}
     del translator
-    serve(TranslatorHandler(args.checkpoint), ROUTE, route(), args, metadata)
+    serve(TranslatorHandler(args.checkpoint), ROUTE, route(beam_size), args, metadata)
 
 
 if __name__ == "__main__":

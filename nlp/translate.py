@@ -8,6 +8,13 @@ that is not UTF-8 replaced by U+FFFD; the number of lines that held one is repor
 The checkpoint alone is enough: the tokenizer and the model configuration travel inside it.
 A directory written by ``python -m nlp.export --format ctranslate2`` translates the same way with
 CTranslate2 (same flags and defaults; ``--attention`` needs the checkpoint).
+
+``--prefix TEXT`` makes every translation start with ``TEXT`` (tokenized with the model's target
+tokenizer, forced during decoding, after which decoding continues freely). ``--nbest N`` (at most
+the beam size) prints the N best hypotheses of each input line instead of its translation, best
+first, one per line: the line's number (from 0), the score the beam ranks by (the log-probability
+of the tokens after the prefix divided by the GNMT length penalty of their number, ``</s>``
+included) and the text, tab-separated; a blank input line has no hypotheses and prints nothing.
 """
 
 from __future__ import annotations
@@ -15,8 +22,9 @@ from __future__ import annotations
 import argparse
 import sys
 from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
 from itertools import islice
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NamedTuple
 
 from core.commands.arguments import ArgumentParser, add_device_option, png_path, positive_int
 from core.commands.exit import command
@@ -25,8 +33,28 @@ from nlp.data.corpora import Utf8Lines
 from nlp.export.directory import is_exported_model
 
 if TYPE_CHECKING:
+    from nlp.decoding import Scored, Vocabulary
     from nlp.module import TranslationModule
     from nlp.export.translator import CTranslate2Translator
+
+    Translator = TranslationModule | CTranslate2Translator
+
+
+class Translation(NamedTuple):
+    """One hypothesis of a sentence: its text (on one line) and the score the beam ranks it by."""
+
+    text: str
+    score: float
+
+
+@dataclass(frozen=True)
+class Decoding:
+    """How sentences are decoded: the beam size (1: greedy), the length limit (None: the model's
+    rule) and the target ids every translation starts with (:func:`prefix_ids`)."""
+
+    beam_size: int
+    max_len: int | None = None
+    prefix: tuple[int, ...] = ()
 
 
 def one_line(text: str) -> str:
@@ -34,20 +62,78 @@ def one_line(text: str) -> str:
     return " ".join(text.splitlines()) if text else text
 
 
+def is_exported(translator: Translator) -> bool:
+    """Whether ``translator`` is an exported CTranslate2 directory rather than a checkpoint."""
+    from nlp.export.translator import CTranslate2Translator
+
+    return isinstance(translator, CTranslate2Translator)
+
+
+def prefix_ids(translator: Translator, text: str, name: str) -> tuple[int, ...]:
+    """``text`` as target subword ids of ``translator``'s tokenizer, refused with an
+    :class:`InputError` naming ``name`` (``--prefix``) where it cannot start a translation: a
+    special token in it, or more subwords than the model's ``max_len`` leaves room for."""
+    from nlp.decoding import check_prefix
+
+    ids = tuple(translator.tokenizer.encode(text))
+    model: Vocabulary = translator if is_exported(translator) else translator.net
+    check_prefix(model, [ids], 1, name)
+    return ids
+
+
+def checkpoint_hypotheses(
+    translator: TranslationModule, sentences: list[str], decoding: Decoding
+) -> list[list[Scored]]:
+    """:func:`nlp.decoding.beam_hypotheses` with the checkpoint's decoding settings, those
+    :meth:`nlp.module.TranslationModule.generate` decodes with (a beam of 1 is its greedy search)."""
+    from nlp.decoding import beam_hypotheses
+
+    settings = translator.hparams
+    return beam_hypotheses(
+        translator.net,
+        translator.source_batch(sentences),
+        decoding.beam_size,
+        settings.length_penalty,
+        max_len=settings.max_decode_len if decoding.max_len is None else decoding.max_len,
+        no_repeat_ngram_size=settings.no_repeat_ngram_size,
+        max_len_a=settings.max_len_a,
+        max_len_b=settings.max_len_b,
+        prefix=[decoding.prefix] * len(sentences),
+    )
+
+
+def hypotheses(translator: Translator, sentences: list[str], decoding: Decoding) -> list[list[Translation]]:
+    """The hypotheses of each sentence, best first, from the checkpoint or the exported directory."""
+    if is_exported(translator):
+        sources = translator.encode(sentences)
+        found = translator.hypotheses(sources, decoding.beam_size, decoding.max_len, [decoding.prefix] * len(sources))
+    else:
+        found = checkpoint_hypotheses(translator, sentences, decoding)
+    decode = translator.tokenizer.decode
+    return [[Translation(one_line(decode(tokens)), score) for tokens, score in ranked] for ranked in found]
+
+
 def translate_lines(
-    translator: TranslationModule | CTranslate2Translator,
-    lines: Iterable[str],
-    beam_size: int,
-    max_len: int | None,
-    batch_size: int,
-) -> Iterator[str]:
-    """One translation per line of ``lines``, in order, decoded ``batch_size`` lines at a time;
-    blank lines give empty translations."""
+    translator: Translator, lines: Iterable[str], decoding: Decoding, batch_size: int
+) -> Iterator[list[Translation]]:
+    """The hypotheses of each line of ``lines``, best first, in order, decoded ``batch_size``
+    lines at a time; a blank line has none."""
     iterator = iter(lines)
     while chunk := list(islice(iterator, batch_size)):
         filled = [line for line in chunk if line.strip()]
-        translations = iter(translator.translate(filled, beam_size, max_len) if filled else [])
-        yield from (one_line(next(translations)) if line.strip() else "" for line in chunk)
+        found = iter(hypotheses(translator, filled, decoding) if filled else [])
+        yield from (next(found) if line.strip() else [] for line in chunk)
+
+
+def print_translations(found: Iterable[list[Translation]], nbest: int | None) -> None:
+    """Each line's best translation (an empty line for none), or with ``nbest`` its ``nbest`` best
+    hypotheses as ``line number<TAB>score<TAB>text``."""
+    for index, ranked in enumerate(found):
+        if nbest is None:
+            print(ranked[0].text if ranked else "", flush=True)
+            continue
+        for translation in ranked[:nbest]:
+            print(f"{index}\t{translation.score:.4f}\t{translation.text}", flush=True)
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -61,9 +147,22 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         "--beam", type=positive_int, default=None, help="beam size; 1 decodes greedily (default: the checkpoint's beam_size)"
     )
     parser.add_argument(
-        "--max-len", type=positive_int, default=None, help="most tokens per translation (default: the checkpoint's rule)"
+        "--max-len",
+        type=positive_int,
+        default=None,
+        help="most tokens per translation after any --prefix (default: the checkpoint's rule)",
     )
     parser.add_argument("--batch-size", type=positive_int, default=64, help="sentences decoded together (default: 64)")
+    parser.add_argument(
+        "--nbest",
+        type=positive_int,
+        metavar="N",
+        help="print the N best hypotheses of each line (N at most the beam size), one per line: line number from 0, "
+        "score, text, tab-separated",
+    )
+    parser.add_argument(
+        "--prefix", default="", metavar="TEXT", help="text every translation starts with; decoding continues after it"
+    )
     parser.add_argument(
         "--attention",
         type=png_path,
@@ -82,6 +181,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         parser.error("--attention draws one sentence: give exactly one --text")
     if args.attention_layer is not None and args.attention is None:
         parser.error("--attention-layer chooses a layer of the --attention figure; give --attention FILE.png too")
+    if args.attention is not None and (args.nbest is not None or args.prefix):
+        parser.error("--attention draws the best translation without a prefix; leave out --nbest and --prefix")
     return args
 
 
@@ -109,10 +210,11 @@ def load_exported(args: argparse.Namespace) -> CTranslate2Translator:
 
 @command
 def main(argv: list[str] | None = None) -> None:
-    """Translate ``--text`` sentences or stdin lines with a checkpoint, one line each to stdout."""
+    """Translate ``--text`` sentences or stdin lines with a checkpoint, one line each to stdout (or
+    ``--nbest`` lines of hypotheses)."""
     args = parse_args(argv)
     if is_exported_model(args.checkpoint):
-        translator: TranslationModule | CTranslate2Translator = load_exported(args)
+        translator: Translator = load_exported(args)
         model_max_len, beam_size = translator.max_len, translator.beam_size
     else:
         # torch, Lightning and the model load after the arguments are read
@@ -126,12 +228,17 @@ def main(argv: list[str] | None = None) -> None:
         raise InputError(f"--max-len must be in 1..{model_max_len} (the model's max_len), got {args.max_len}")
     if args.beam is None:
         args.beam = beam_size  # as nlp.evaluate: the decoding the run was tested with
+    if args.nbest is not None and args.nbest > args.beam:
+        raise InputError(
+            f"--nbest {args.nbest} is more than the beam size {args.beam}: beam search keeps {args.beam} hypotheses "
+            f"per sentence; pass --beam {args.nbest} (or more), or a smaller --nbest"
+        )
     if args.attention is not None:
         write_attention(translator, args)
         return
+    decoding = Decoding(args.beam, args.max_len, prefix_ids(translator, args.prefix, "--prefix"))
     lines: Iterable[str] = args.text if args.text else Utf8Lines(sys.stdin.buffer)
-    for translation in translate_lines(translator, lines, args.beam, args.max_len, args.batch_size):
-        print(translation, flush=True)
+    print_translations(translate_lines(translator, lines, decoding, args.batch_size), args.nbest)
     if isinstance(lines, Utf8Lines) and lines.replaced:
         print(
             f"warning: {lines.replaced} input line(s) held bytes that are not UTF-8; each invalid "

@@ -7,15 +7,18 @@ length penalty, with CTranslate2's C++ search doing the decoding.
 How the decoding rules of :mod:`nlp.decoding` are kept:
 
 - Length: our limit ``L`` counts ``</s>``, and at the limit only ``</s>`` may come, so at most
-  ``L - 1`` subwords; CTranslate2's ``max_decoding_length`` counts subwords, so it gets ``L - 1``.
-  It takes one limit per batch, the batch's largest: a greedy translation longer than its own
-  limit is cut there (greedy steps do not depend on the limit); a beam search that came within
-  one step of a smaller own limit is searched again alone with it, so no sentence's translation
-  depends on its batch.
+  ``L - 1`` subwords; CTranslate2's ``max_decoding_length`` counts subwords (a target prefix's
+  included, as ours), so it gets ``L - 1``. It takes one limit per batch, the batch's largest: a
+  sentence whose search came within one step of a smaller own limit is searched again alone with
+  it, so no sentence's translation depends on its batch.
 - Beam search: CTranslate2 collects finished hypotheses and stops a sentence at ``beam_size`` of
   them, as :class:`nlp.decoding.FinishedHypotheses` does, but divides scores by
   ``length ** alpha``; all ``beam_size`` hypotheses are returned with ``</s>`` and their scores,
   the raw log-probability recovered and ranked by ``log P / ((5 + length) / 6) ** alpha`` (GNMT).
+- Target prefix: CTranslate2's ``target_prefix`` forces it as :mod:`nlp.decoding` does (which
+  took over CTranslate2's rule that right after the prefix only the best candidate may end), and
+  its log-probability, like ours, leaves the prefix's tokens out; the GNMT length leaves them out
+  too. The candidates CTranslate2 marks as not to be taken are dropped (:data:`DEAD`).
 - At the limit: CTranslate2 ends a beam hypothesis there without ``</s>``, where ours must take
   ``</s>`` at its own probability; the cut hypotheses get that log-probability added
   (``score_batch``) before the ranking, or a cut hypothesis that was unlikely to end outranks
@@ -36,7 +39,7 @@ import torch
 from core.errors import InputError
 from nlp.data.encoding import encode_sources
 from nlp.data.tokenizer import BOS, PAD, SubwordTokenizer
-from nlp.decoding import gnmt_length_penalty, length_limits
+from nlp.decoding import Prefix, Scored, check_prefix, gnmt_length_penalty, length_limits
 from nlp.export.directory import EXPORT_AGAIN, METADATA, TOKENIZER, read_metadata, require_ctranslate2
 
 log = logging.getLogger(__name__)
@@ -45,6 +48,9 @@ log = logging.getLogger(__name__)
 # exactly 0; a penalty this small keeps the rule of nlp.decoding (beam_size finished hypotheses)
 # and leaves every score unchanged in float32.
 NO_PENALTY = 1e-30
+# CTranslate2 scores -1e10 a candidate it may not take (another beam's copy of the prefix, an end
+# that only the best may take right after the prefix); one it returns at the limit is no hypothesis.
+DEAD = -1e9
 
 Hypothesis = tuple[list[int], float]  # generated ids (``</s>`` last when it ended), raw log P
 
@@ -95,99 +101,126 @@ class CTranslate2Translator:
 
     def translate(self, sentences: list[str], beam_size: int = 1, max_len: int | None = None) -> list[str]:
         """Translate raw sentences, as :meth:`nlp.module.TranslationModule.translate`."""
+        return [self.tokenizer.decode(ids) for ids in self.generate(self.encode(sentences), beam_size, max_len)]
+
+    def encode(self, sentences: list[str]) -> list[list[int]]:
+        """Source ids of raw sentences, as :meth:`nlp.module.TranslationModule.source_batch` encodes
+        them (the stored ``source_max_len``; truncation is logged as a warning), without padding."""
         encoded, truncated = encode_sources(self.tokenizer, sentences, self.source_max_len)
         if any(truncated):
             log.warning(
                 "truncated %d of %d sentences longer than %d subwords (model max_len %d)",
                 sum(truncated), len(encoded), self.source_max_len - 1, self.max_len,
             )
-        return [self.tokenizer.decode(ids) for ids in self.generate(encoded, beam_size, max_len)]
+        return encoded
 
     def generate(self, sources: list[list[int]], beam_size: int = 1, max_len: int | None = None) -> list[list[int]]:
         """Source ids (each ending in ``</s>``) -> generated ids, each ending in ``</s>``, as a row
         of :meth:`nlp.module.TranslationModule.generate` without its padding; ``max_len`` defaults
         to the exported ``max_decode_len``."""
+        return [ranked[0].tokens for ranked in self.hypotheses(sources, beam_size, max_len)]
+
+    def hypotheses(
+        self, sources: list[list[int]], beam_size: int = 1, max_len: int | None = None, prefix: Prefix | None = None
+    ) -> list[list[Scored]]:
+        """Every hypothesis of each sentence that CTranslate2's search finished, best first, with its
+        score, as :func:`nlp.decoding.beam_hypotheses` gives them (greedy decoding for
+        ``beam_size`` 1); ``prefix`` holds the target ids each sentence's hypotheses start with."""
         if beam_size < 1:
             raise InputError(f"beam_size must be at least 1, got {beam_size}")
+        prefix = [list(ids) for ids in prefix] if prefix is not None else [[] for _ in sources]
+        check_prefix(self, prefix, len(sources))
+        limits = self.length_limits(sources, self.decoding["max_decode_len"] if max_len is None else max_len, prefix)
+        found: list[list[Hypothesis]] = [[(ids, 0.0)] for ids in prefix]  # where the limit leaves room for </s> only
+        # Given a target_prefix, CTranslate2 applies its rule for the step after a prefix to empty
+        # prefixes too (at step 0), so sentences without one are searched apart, without the rule.
+        for forced in (False, True):
+            group = [i for i, limit in enumerate(limits) if limit > len(prefix[i]) + 1 and bool(prefix[i]) == forced]
+            searched = self.search_within_limits(
+                [sources[i] for i in group], beam_size, [limits[i] for i in group], [prefix[i] for i in group]
+            )
+            for index, hypotheses in zip(group, searched):
+                found[index] = hypotheses
+        return [self.rank(*sentence) for sentence in zip(sources, found, prefix)]
+
+    def search_within_limits(
+        self, sources: list[list[int]], beam_size: int, limits: list[int], prefix: list[list[int]]
+    ) -> list[list[Hypothesis]]:
+        """:meth:`search` under each sentence's own limit: one search with the largest, and a
+        sentence that came within one step of a smaller own limit searched again alone with it."""
         if not sources:
             return []
-        limits = self.length_limits(sources, self.decoding["max_decode_len"] if max_len is None else max_len)
-        outputs = [[self.eos_id] for _ in sources]  # a limit of 1 leaves room for </s> only
-        active = [index for index, limit in enumerate(limits) if limit > 1]
-        if not active:
-            return outputs
-        batch_limit = max(limits[index] for index in active)
-        searched = self.search([sources[index] for index in active], beam_size, batch_limit)
-        for index, hypotheses in zip(active, searched):
-            own = limits[index]
-            if beam_size == 1:
-                ids = hypotheses[0][0]
-                subwords = ids[:-1] if ids and ids[-1] == self.eos_id else ids
-                outputs[index] = [*subwords[: own - 1], self.eos_id]
-                continue
+        batch_limit = max(limits)
+        searched = self.search(sources, beam_size, batch_limit, prefix)
+        for index, (own, hypotheses) in enumerate(zip(limits, searched)):
             if own < batch_limit and max(len(ids) for ids, _ in hypotheses) >= own - 1:
-                hypotheses = self.search([sources[index]], beam_size, own)[0]
-            outputs[index] = self.best(hypotheses)
-        return outputs
+                searched[index] = self.search([sources[index]], beam_size, own, [prefix[index]])[0]
+        return searched
 
-    def length_limits(self, sources: list[list[int]], max_len: int | None) -> list[int]:
+    def length_limits(self, sources: list[list[int]], max_len: int | None, prefix: Prefix) -> list[int]:
         """Most tokens each sentence may generate, ``</s>`` included: the rule of
         :func:`nlp.decoding.length_limits`, which reads only ``max_len`` and ``pad_id`` of the model."""
         rows = [torch.tensor(ids) for ids in sources]
         padded = torch.nn.utils.rnn.pad_sequence(rows, batch_first=True, padding_value=self.pad_id)
         a, b = self.decoding["max_len_a"], self.decoding["max_len_b"]
-        return length_limits(self, padded, max_len, a, b).tolist()  # type: ignore[arg-type]
+        prefix_lengths = [len(ids) for ids in prefix]
+        return length_limits(self, padded, max_len, a, b, prefix_lengths).tolist()  # type: ignore[arg-type]
 
-    def search(self, sources: list[list[int]], beam_size: int, limit: int) -> list[list[Hypothesis]]:
+    def search(self, sources: list[list[int]], beam_size: int, limit: int, prefix: Prefix) -> list[list[Hypothesis]]:
         """CTranslate2's greedy or beam search over ``sources`` with at most ``limit - 1``
-        subwords per hypothesis: every finished hypothesis of each sentence with its raw log P."""
+        subwords per hypothesis (its ``prefix`` included): every finished hypothesis of each
+        sentence with the raw log P of its tokens after the prefix."""
         token = self.tokenizer.tokenizer.id_to_token
         penalty = self.decoding["length_penalty"] or NO_PENALTY
         results = self.model.translate_batch(
             [[token(i) for i in ids[:-1]] for ids in sources],  # the model appends </s> itself
+            target_prefix=[[token(i) for i in ids] for ids in prefix] if any(prefix) else None,
             beam_size=beam_size,
             num_hypotheses=beam_size,
             length_penalty=penalty,
             no_repeat_ngram_size=self.decoding["no_repeat_ngram_size"],
             suppress_sequences=[[PAD], [BOS]],
             return_end_token=True,
-            return_scores=beam_size > 1,
+            return_scores=True,
             max_input_length=0,
             max_decoding_length=limit - 1,
             min_decoding_length=0,
         )
         to_id = self.tokenizer.tokenizer.token_to_id
         searched = []
-        for source, result in zip(sources, results):
+        for result in results:
             hypotheses = [[to_id(text) for text in tokens] for tokens in result.hypotheses]
-            scores = result.scores or [0.0] * len(hypotheses)
-            # CTranslate2's score is log P / length ** penalty, the length counting </s>.
-            raw = [score * max(len(ids), 1) ** penalty for ids, score in zip(hypotheses, scores)]
-            if beam_size > 1:
-                raw = self.forced_ends(source, hypotheses, raw)
-            searched.append(list(zip(hypotheses, raw)))
+            # CTranslate2's score is log P / length ** penalty, log P without the prefix's tokens and
+            # the length with them and </s>.
+            raw = [score * max(len(ids), 1) ** penalty for ids, score in zip(hypotheses, result.scores)]
+            searched.append([(ids, log_p) for ids, log_p in zip(hypotheses, raw) if log_p > DEAD])
         return searched
 
-    def forced_ends(self, source: list[int], hypotheses: list[list[int]], raw: list[float]) -> list[float]:
-        """Raw log P of each hypothesis with the ``</s>`` that :mod:`nlp.decoding` forces at the
-        limit: CTranslate2 ends a hypothesis cut at the limit without it, so its
+    def rank(self, source: list[int], hypotheses: list[Hypothesis], prefix: list[int]) -> list[Scored]:
+        """The hypotheses of one sentence, each ending in ``</s>`` (:meth:`forced_ends`), scored by
+        ``log P / ((5 + length) / 6) ** alpha`` (GNMT) over the tokens after ``prefix``, best first."""
+        alpha = self.decoding["length_penalty"]
+        scored = [
+            Scored(ids, log_p / gnmt_length_penalty(len(ids) - len(prefix), alpha))
+            for ids, log_p in self.forced_ends(source, hypotheses)
+        ]
+        return sorted(scored, key=lambda hypothesis: hypothesis.score, reverse=True)
+
+    def forced_ends(self, source: list[int], hypotheses: list[Hypothesis]) -> list[Hypothesis]:
+        """The hypotheses with the ``</s>`` that :mod:`nlp.decoding` forces at the limit:
+        CTranslate2 ends a hypothesis cut at the limit without it, so its
         log P(``</s>`` | source, hypothesis) is scored here (``score_batch``, whose last entry is
         ``</s>``) and added; without it a cut hypothesis outranks the ones the limit ended."""
-        cut = [index for index, ids in enumerate(hypotheses) if not ids or ids[-1] != self.eos_id]
+        cut = [index for index, (ids, _) in enumerate(hypotheses) if not ids or ids[-1] != self.eos_id]
         if not cut:
-            return raw
+            return hypotheses
         token = self.tokenizer.tokenizer.id_to_token
         source_tokens = [token(i) for i in source[:-1]]
         scored = self.model.score_batch(
-            [source_tokens] * len(cut), [[token(i) for i in hypotheses[index]] for index in cut], max_input_length=0
+            [source_tokens] * len(cut), [[token(i) for i in hypotheses[index][0]] for index in cut], max_input_length=0
         )
-        ended = list(raw)
+        ended = list(hypotheses)
         for index, result in zip(cut, scored):
-            ended[index] += result.log_probs[-1]
+            ids, log_p = hypotheses[index]
+            ended[index] = ([*ids, self.eos_id], log_p + result.log_probs[-1])
         return ended
-
-    def best(self, hypotheses: list[Hypothesis]) -> list[int]:
-        """The hypothesis of highest ``log P / lp(length)`` (GNMT), ending in ``</s>``."""
-        alpha = self.decoding["length_penalty"]
-        ids, _ = max(hypotheses, key=lambda hypothesis: hypothesis[1] / gnmt_length_penalty(len(hypothesis[0]), alpha))
-        return ids if ids and ids[-1] == self.eos_id else [*ids, self.eos_id]

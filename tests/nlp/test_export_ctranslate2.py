@@ -120,6 +120,64 @@ def test_translate_prints_the_same_for_the_directory_as_for_the_checkpoint(
     )
 
 
+def nbest_lines(lines: list[str]) -> dict[int, list[tuple[float, str]]]:
+    """``--nbest`` output (``index<TAB>score<TAB>text`` lines) as each input line's hypotheses."""
+    found: dict[int, list[tuple[float, str]]] = {}
+    for line in lines:
+        index, score, text = line.split("\t")
+        found.setdefault(int(index), []).append((float(score), text))
+    return found
+
+
+@pytest.mark.parametrize(("beam", "prefix"), [("1", "a"), ("4", "h g")])
+def test_nbest_with_a_prefix_prints_the_same_best_translations_for_the_directory_as_for_the_checkpoint(
+    beam: str, prefix: str, checkpoint: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The best hypothesis of every line is the checkpoint's, every hypothesis starts with the
+    prefix, and each directory's list is ranked by its scores; lower hypotheses and the scores are
+    compared without n-gram blocking below."""
+    directory = exported(checkpoint, "float32", capsys)
+    stdin = "\n".join([SOURCES[0], "", *SOURCES[1:12]]) + "\n"
+    options = ["--beam", beam, "--nbest", beam, "--prefix", prefix, "--batch-size", "8"]
+    outputs = [
+        nbest_lines(run_translate([str(model), *options], stdin, monkeypatch, capsys)) for model in (checkpoint, directory)
+    ]
+    for found in outputs:
+        assert sorted(found) == [0, *range(2, 13)]  # the blank line has no hypotheses
+        for hypotheses in found.values():
+            scores = [score for score, _ in hypotheses]
+            assert len(hypotheses) == int(beam) and scores == sorted(scores, reverse=True)
+            assert all(text.startswith(prefix) for _, text in hypotheses)
+    from_checkpoint, from_directory = outputs
+    assert [hypotheses[0][1] for hypotheses in from_directory.values()] == [
+        hypotheses[0][1] for hypotheses in from_checkpoint.values()
+    ]
+
+
+@pytest.mark.parametrize("prefix", ["", "h g"])
+def test_without_ngram_blocking_nbest_scores_are_the_checkpoints(
+    checkpoint: Path, prefix: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Without n-gram blocking the only difference left is CTranslate2's renormalization over the
+    tokens it may generate (not <pad> or <s>): the best hypotheses are the same, every hypothesis
+    both backends found has the same score within 0.02, and most lists are the same (lower ones
+    may differ where several hypotheses end at the last step: CTranslate2 keeps the best of them
+    by its own length normalization)."""
+    translator, model = load_translator(checkpoint), ctranslate2_translator(exported(checkpoint, "float32", capsys))
+    translator.hparams.no_repeat_ngram_size = model.decoding["no_repeat_ngram_size"] = 0
+    decoding = translate.Decoding(4, None, tuple(model.tokenizer.encode(prefix)))
+    ours, theirs = (translate.hypotheses(backend, SOURCES[:64], decoding) for backend in (translator, model))
+    same_lists = 0
+    for mine, its in zip(ours, theirs):
+        assert len(its) == 4 and len({text for text, _ in its}) == 4 and mine[0].text == its[0].text
+        assert [score for _, score in its] == sorted((score for _, score in its), reverse=True)
+        scores = {text: score for text, score in mine}
+        for text, score in its:
+            assert text.startswith(prefix) and score == pytest.approx(scores.get(text, score), abs=0.02)
+        same_lists += [text for text, _ in mine] == [text for text, _ in its]
+    assert same_lists >= 0.6 * len(ours)
+
+
 def test_a_gelu_model_exports_with_matching_log_probabilities(toy_tokenizer: SubwordTokenizer, tmp_path: Path) -> None:
     """Untrained, GELU, post-norm, separate embeddings: the export's own check compares the
     teacher-forced log-probabilities with the PyTorch model's and refuses a difference."""

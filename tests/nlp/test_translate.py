@@ -105,6 +105,36 @@ def test_attention_option_prints_the_translation_and_writes_the_png(
         assert picture.format == "PNG" and picture.size[1] > 300
 
 
+def test_nbest_prints_each_lines_hypotheses_ranked_the_first_its_translation(
+    checkpoint: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    stdin = f"{SOURCES[0]}\n\n{SOURCES[1]}\n{SOURCES[2]}\n".encode()
+    translations, _ = run([str(checkpoint), "--beam", "3"], monkeypatch, capsys, stdin)
+    out, _ = run([str(checkpoint), "--beam", "3", "--nbest", "3"], monkeypatch, capsys, stdin)
+    rows = [line.split("\t") for line in out]
+    assert [int(index) for index, _, _ in rows] == [0, 0, 0, 2, 2, 2, 3, 3, 3]  # none for the blank line
+    for line in (0, 2, 3):
+        hypotheses = [(float(score), text) for index, score, text in rows if int(index) == line]
+        scores, texts = [score for score, _ in hypotheses], [text for _, text in hypotheses]
+        assert scores == sorted(scores, reverse=True) and len(set(texts)) == 3
+        assert texts[0] == translations[line]
+    two_best, _ = run([str(checkpoint), "--beam", "3", "--nbest", "2"], monkeypatch, capsys, stdin)
+    assert two_best == [*out[0:2], *out[3:5], *out[6:8]]  # the same search, its two best
+
+
+@pytest.mark.parametrize("beam", ["1", "4"])
+def test_every_translation_starts_with_the_prefix(
+    beam: str, checkpoint: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    stdin = "".join(f"{source}\n" for source in SOURCES).encode()
+    free, _ = run([str(checkpoint), "--beam", beam], monkeypatch, capsys, stdin)
+    assert free == [" ".join(text.splitlines()) for text in load_translator(checkpoint).translate(SOURCES, int(beam))]
+    prefix = "the north remembers,"
+    assert not any(line.startswith(prefix) for line in free)
+    forced, _ = run([str(checkpoint), "--beam", beam, "--prefix", prefix], monkeypatch, capsys, stdin)
+    assert len(forced) == len(SOURCES) and all(line.startswith(prefix) and line != prefix for line in forced), forced
+
+
 def damaged(kind: str, checkpoint: Path, path: Path) -> Path:
     """A checkpoint file ``path`` that cannot be translated with."""
     if kind == "truncated":
@@ -143,6 +173,13 @@ def test_an_unusable_checkpoint_is_one_error_line_naming_it(
         (["--text", "a", "--attention", "a.jpg"], "a.png"),
         (["--text", "a", "--max-len", "65"], "--max-len must be in 1..64"),
         (["--text", "a", "--device", "tpu:9"], "--device"),
+        (["--text", "a", "--nbest", "5"], "--nbest 5 is more than the beam size 4: beam search keeps 4 hypotheses per "
+                                          "sentence; pass --beam 5 (or more), or a smaller --nbest"),
+        (["--text", "a", "--beam", "2", "--nbest", "3"], "pass --beam 3 (or more)"),
+        (["--text", "a", "--nbest", "0"], "argument --nbest: expected a whole number of at least 1, got 0"),
+        (["--text", "a", "--prefix", "winter</s>"], "--prefix holds the special token </s>"),
+        (["--text", "a", "--prefix", "winter is coming " * 30], "subwords, more than the 63 a translation of this"),
+        (["--text", "a", "--nbest", "2", "--attention", "a.png"], "leave out --nbest and --prefix"),
     ],
 )
 def test_bad_options_are_one_error_line(

@@ -1,6 +1,6 @@
 """``python -m nlp.serve`` on the loopback address with a tiny translator, through real HTTP: its
-answers are what ``python -m nlp.translate`` prints for the same sentences and beam, for the
-checkpoint and for its CTranslate2 export, alone or batched with other requests; every bad
+answers are what ``python -m nlp.translate`` prints for the same sentences, beam, prefix and n-best,
+for the checkpoint and for its CTranslate2 export, alone or batched with other requests; every bad
 request gets its 4xx with a one-line reason and the next good request is answered."""
 
 from __future__ import annotations
@@ -22,15 +22,33 @@ pytest.importorskip("litserve", reason='serving needs litserve: pip install -e "
 SOURCES = [source for source, _ in TOY_PAIRS] + ["l'hiver arrive, ça vient"]
 
 
-def translated(model: Path, texts: list[str], beam: int | None = None) -> list[str]:
-    """The lines ``python -m nlp.translate MODEL --text ... [--beam N]`` prints."""
+def translated(model: Path, texts: list[str], beam: int | None = None, *options: str) -> list[str]:
+    """The lines ``python -m nlp.translate MODEL --text ... [--beam N] [OPTIONS]`` prints."""
     from nlp import translate
 
     printed = io.StringIO()
     beam_option = [] if beam is None else ["--beam", str(beam)]
     with redirect_stdout(printed):
-        translate.main([str(model), *(f"--text={text}" for text in texts), *beam_option, "--device", "cpu"])
+        translate.main([str(model), *(f"--text={text}" for text in texts), *beam_option, *options, "--device", "cpu"])
     return printed.getvalue().splitlines()
+
+
+def printed_hypotheses(
+    model: Path, texts: list[str], beam: int, nbest: int, prefix: str
+) -> list[list[tuple[str, float]]]:
+    """The hypotheses ``nlp.translate --nbest`` prints for each text (``index<TAB>score<TAB>text``)."""
+    found: list[list[tuple[str, float]]] = [[] for _ in texts]
+    for line in translated(model, texts, beam, "--nbest", str(nbest), "--prefix", prefix):
+        index, score, text = line.split("\t")
+        found[int(index)].append((text, float(score)))
+    return found
+
+
+def assert_same_hypotheses(answer: list[dict[str, object]], printed: list[tuple[str, float]]) -> None:
+    """An answer's ``hypotheses`` of one text are the printed ones: the same texts in order, the
+    same scores (printed with 4 decimals, computed in another process)."""
+    assert [hypothesis["translation"] for hypothesis in answer] == [text for text, _ in printed]
+    assert [hypothesis["score"] for hypothesis in answer] == pytest.approx([score for _, score in printed], abs=1e-3)
 
 
 @pytest.fixture(scope="module")
@@ -65,6 +83,36 @@ def test_concurrent_requests_of_several_beams_are_batched_with_the_same_answers(
     assert answers[-1] == (200, {"translations": translated(translator_checkpoint, SOURCES[:2])})
 
 
+@pytest.mark.parametrize(("beam", "nbest"), [(1, 1), (3, 2)])
+def test_nbest_and_a_prefix_answer_the_hypotheses_and_scores_nlp_translate_prints(
+    beam: int, nbest: int, server: Server, translator_checkpoint: Path
+) -> None:
+    prefix = "the north"
+    expected = printed_hypotheses(translator_checkpoint, SOURCES, beam, nbest, prefix)
+    payload = {"texts": SOURCES, "beam": beam, "nbest": nbest, "prefix": prefix}
+    status, answer = post_json(f"{server.url}/translate", payload)
+    assert status == 200 and answer["translations"] == [hypotheses[0][0] for hypotheses in expected]
+    assert len(answer["hypotheses"]) == len(SOURCES)
+    for answered, printed in zip(answer["hypotheses"], expected):
+        assert len(printed) == nbest and all(text.startswith(prefix) for text, _ in printed)
+        assert_same_hypotheses(answered, printed)
+    payload = {"text": SOURCES[0], "beam": beam, "nbest": nbest, "prefix": prefix}
+    status, answer = post_json(f"{server.url}/translate", payload)
+    assert status == 200 and answer["translation"] == expected[0][0][0]
+    assert_same_hypotheses(answer["hypotheses"], expected[0])
+
+
+def test_requests_with_different_prefixes_batched_together_keep_their_own(
+    server: Server, translator_checkpoint: Path
+) -> None:
+    requests = [{"text": text, "prefix": prefix, "beam": 2} for text in SOURCES for prefix in ("", "the north", "you")]
+    with ThreadPoolExecutor(len(requests)) as pool:
+        answers = list(pool.map(lambda payload: post_json(f"{server.url}/translate", payload, timeout=60), requests))
+    for payload, answer in zip(requests, answers):
+        expected = translated(translator_checkpoint, [payload["text"]], 2, "--prefix", payload["prefix"])
+        assert answer == (200, {"translation": expected[0]}) and expected[0].startswith(payload["prefix"])
+
+
 BAD_REQUESTS = {
     "an empty text": ({"text": ""}, 422, "'text' is empty"),
     "a blank text": ({"text": " \t\n"}, 422, "'text' is empty"),
@@ -78,6 +126,16 @@ BAD_REQUESTS = {
     "beam 1000": ({"text": "winter", "beam": 1000}, 422, "'beam' must be a whole number from 1 to 32"),
     "a beam that is no number": ({"text": "winter", "beam": "4"}, 422, "'beam' must be a whole number"),
     "an unknown key": ({"text": "winter", "beam_size": 2}, 422, "unknown key 'beam_size'"),
+    "nbest 0": ({"text": "winter", "nbest": 0}, 422, "'nbest' must be a whole number from 1 to 32"),
+    "an nbest that is no number": ({"text": "winter", "nbest": "2"}, 422, "'nbest' must be a whole number"),
+    "nbest over the default beam": ({"text": "winter", "nbest": 5}, 422, "'nbest' 5 is more than the beam 4"),
+    "nbest over the beam": ({"text": "winter", "beam": 2, "nbest": 3}, 422, "send 'beam': 3 (or more)"),
+    "a prefix that is no string": ({"text": "winter", "prefix": 42}, 422, "'prefix' must be a string"),
+    "a 2,000-character prefix": ({"text": "winter", "prefix": "n" * 2_000}, 413, "more than the 1,000 a prefix"),
+    "a prefix longer than the model's max_len": (
+        {"text": "winter", "prefix": "the night is dark " * 20}, 422, "subwords, more than the 63 a translation"
+    ),
+    "a prefix with a special token": ({"text": "winter", "prefix": "the </s>"}, 422, "special token </s>"),
 }
 
 
@@ -132,5 +190,11 @@ def test_the_ctranslate2_export_answers_what_nlp_translate_prints_for_it(
             assert post_json(f"{server.url}/translate", {"texts": SOURCES, "beam": beam}) == (200, {"translations": expected})
         expected = translated(exported, SOURCES[:1])
         assert post_json(f"{server.url}/translate", {"text": SOURCES[0]}) == (200, {"translation": expected[0]})
+        printed = printed_hypotheses(exported, SOURCES, 2, 2, "the north")
+        payload = {"texts": SOURCES, "beam": 2, "nbest": 2, "prefix": "the north"}
+        status, answer = post_json(f"{server.url}/translate", payload)
+        assert status == 200
+        for answered, hypotheses in zip(answer["hypotheses"], printed, strict=True):
+            assert_same_hypotheses(answered, hypotheses)
         assert post_json(f"{server.url}/translate", {"text": ""})[0] == 422
 

@@ -4,6 +4,7 @@ prediction (with and without batching), and the checks the gate runs for each he
 from __future__ import annotations
 
 import base64
+import functools
 import io
 from typing import Any
 
@@ -89,10 +90,21 @@ def test_multipart_fields_become_the_json_of_the_route() -> None:
 
 
 def test_the_translation_checks() -> None:
-    payload = {"texts": ["winter is coming", "ça vient"], "beam": 4}
-    assert nlp_serve.check_request(payload) is payload
-    assert refusal(nlp_serve.check_request, {"text": "x" * (nlp_serve.MAX_TEXT_CHARS + 1)})[0] == 413
-    assert nlp_serve.check_request({"text": "x" * nlp_serve.MAX_TEXT_CHARS})
+    check = functools.partial(nlp_serve.check_request, default_beam=4)
+    payload = {"texts": ["winter is coming", "ça vient"], "beam": 4, "nbest": 4, "prefix": "l'hiver"}
+    assert check(payload) is payload
+    assert refusal(check, {"text": "x" * (nlp_serve.MAX_TEXT_CHARS + 1)})[0] == 413
+    assert check({"text": "x" * nlp_serve.MAX_TEXT_CHARS})
+    assert check({"text": "a", "nbest": 4}) and check({"text": "a", "prefix": "x" * nlp_serve.MAX_PREFIX_CHARS})
+    # nbest is bounded by the beam sent, or by the model's default beam when none is
+    assert refusal(check, {"text": "a", "nbest": 5}) == (422, "'nbest' 5 is more than the beam 4, which keeps 4 "
+                                                              "hypotheses per text; send 'beam': 5 (or more) with "
+                                                              "it, or a smaller 'nbest'")
+    assert refusal(check, {"text": "a", "beam": 2, "nbest": 3})[0] == 422
+    assert refusal(check, {"text": "a", "prefix": "x" * (nlp_serve.MAX_PREFIX_CHARS + 1)})[0] == 413
+    assert refusal(check, {"text": "a", "prefix": ["l'hiver"]}) == (
+        422, """'prefix' must be a string, got a JSON array; send {"text": "winter is coming", "prefix": "l'hiver"}"""
+    )
 
 
 def test_a_json_body_must_be_an_object() -> None:

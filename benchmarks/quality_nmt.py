@@ -58,6 +58,7 @@ from sacrebleu.metrics import BLEU, CHRF
 from torch import Tensor, nn
 
 import core
+from core.training.plan.precision import hardware_precision
 from benchmarks.common import environment, run_training_cli, table_result
 from benchmarks.report import table
 from nlp.data.batching import Example, pad_batch
@@ -133,8 +134,16 @@ def max_time(seconds: float) -> str:
     return f"{whole // 86400:02d}:{whole // 3600 % 24:02d}:{whole // 60 % 60:02d}:{whole % 60:02d}"
 
 
-def run_cli(seconds: float, overrides: list[str], run_dir: Path, device: str, threads: int) -> dict[str, float]:
-    """``python -m nlp.train`` for ``seconds`` of training; the figures of its ``metrics.json``."""
+def cli_precision(overrides: list[str], device: str) -> str:
+    """The precision the CLI trains in: a ``trainer.precision`` override, else what
+    ``trainer.precision=auto`` (conf/nlp.yaml) resolves to on this hardware."""
+    named = [override.split("=", 1)[1] for override in overrides if override.startswith("trainer.precision=")]
+    return named[-1] if named else hardware_precision("gpu" if device == "cuda" else "cpu")
+
+
+def run_cli(seconds: float, overrides: list[str], run_dir: Path, device: str, threads: int) -> dict[str, Any]:
+    """``python -m nlp.train`` for ``seconds`` of training; the figures of its ``metrics.json`` and
+    the precision it trained in."""
     cli_overrides = [
         *overrides,
         f"trainer={'gpu' if device == 'cuda' else 'cpu'}",
@@ -151,6 +160,7 @@ def run_cli(seconds: float, overrides: list[str], run_dir: Path, device: str, th
         "train_tokens_per_second": metrics["train_tokens_per_second"],
         "train_seconds": metrics["fit_seconds"],
         "steps": metrics["optimizer_steps"],
+        "precision": cli_precision(overrides, device),
     }
 
 

@@ -45,6 +45,10 @@ LOOP = "plain timm loop (best rate)"
 DEFAULTS = "vision.train defaults"
 PATCH = "vision.train defaults, linear patch embedding"
 NMT_LOOP = "plain nn.Transformer loop"
+NMT_DEFAULTS = "nlp.train defaults"
+NMT_FLOAT32 = "nlp.train defaults, float32"
+PRECISION = "trainer.precision="
+FLOAT32 = "32-true"  # the precision of a row that did not record its own (before trainer.precision=auto)
 STEM = "model.stem="
 WARMUP_CAP = "budget.max_warmup_fraction="
 LEGACY_WARMUP_CAP = 0.1  # conf/vision.yaml's cap when a row did not record its own
@@ -64,6 +68,7 @@ LEVER_NAMES = {
     "module.label_smoothing=0": "Hard targets instead of label smoothing 0.1",
     "module.lr=4e-3": "The peak rate scaled with the batch (4e-3 instead of 2e-3)",
     "model.weight_init=mimetic": "Mimetic initialization of the attention weights",
+    "trainer.precision=32-true": "Float32 instead of bf16 autocast",
 }
 
 
@@ -142,8 +147,9 @@ def vision_contender(row: Mapping[str, Any], settings: Mapping[str, Any], defaul
 
 
 def is_history(lever: str) -> bool:
-    """An earlier default (the patch embedding, the warmup cap), not an override under test."""
-    return lever.startswith((STEM, WARMUP_CAP))
+    """An earlier default (the patch embedding, the warmup cap, translation in float32), not an
+    override under test."""
+    return lever.startswith((STEM, WARMUP_CAP)) or lever == f"{PRECISION}{FLOAT32}"
 
 
 def vision_data(row: Mapping[str, Any], settings: Mapping[str, Any]) -> str:
@@ -173,6 +179,24 @@ def vision_runs(results: Iterable[Mapping[str, Any]], default_cap: float) -> lis
     return list(latest.values())
 
 
+def nmt_contender(row: Mapping[str, Any]) -> Contender:
+    """The row's line in the tables: the loop, the defaults by their precision (bf16 autocast
+    today, float32 before ``trainer.precision=auto``), or a lever under test as
+    ``<those defaults> + <overrides>``."""
+    name = row["contender"]
+    if name == NMT_LOOP:
+        return Contender(NMT_LOOP)
+    extras = [part.strip() for part in name.split(" + ")[1:]]
+    precision = row.get("precision", FLOAT32)
+    own = NMT_FLOAT32 if precision == FLOAT32 else NMT_DEFAULTS
+    levers = [extra for extra in extras if not extra.startswith(PRECISION)]
+    if levers:
+        return Contender(" + ".join([own, *levers]), own, " + ".join(levers))
+    if own == NMT_FLOAT32:
+        return Contender(own, NMT_DEFAULTS, f"{PRECISION}{FLOAT32}")
+    return Contender(NMT_DEFAULTS)
+
+
 def nmt_runs(results: Iterable[Mapping[str, Any]]) -> list[Run]:
     """The latest run of each (corpus, minutes, contender); lines from before corpora were named
     are skipped."""
@@ -181,10 +205,11 @@ def nmt_runs(results: Iterable[Mapping[str, Any]]) -> list[Run]:
         for row in result["rows"]:
             if "corpus" not in row:
                 continue
+            contender = nmt_contender(row)
             run = Run(
-                row["corpus"], length_of(row), int(row.get("seed", 0)), row["contender"], row["bleu"],
+                row["corpus"], length_of(row), int(row.get("seed", 0)), contender.name, row["bleu"],
                 row.get("train_tokens_per_second"), None, result["env"]["time"],
-                machine=machine_name(result["env"]),
+                base=contender.base, lever=contender.lever, machine=machine_name(result["env"]),
             )
             latest[(run.data, run.budget, run.seed, run.contender)] = run
     return list(latest.values())
@@ -277,7 +302,6 @@ class Quality:
     vision: dict[tuple, Cell]
     nmt_runs: list[Run]
     nmt: dict[tuple, Cell]
-    nmt_ours: str
 
     @property
     def vision_order(self) -> tuple[str, ...]:
@@ -288,7 +312,10 @@ class Quality:
 
     @property
     def nmt_order(self) -> tuple[str, ...]:
-        return (NMT_LOOP, self.nmt_ours) if self.nmt_ours else (NMT_LOOP,)
+        """The figure's lines: the loop, the float32 defaults of before, today's defaults (each where
+        it has a figure)."""
+        present = {name for _, _, name in self.nmt}
+        return tuple(name for name in (NMT_LOOP, NMT_FLOAT32, NMT_DEFAULTS) if name in present)
 
 
 def measure(results_dir: Path, default_cap: float | None = None) -> Quality:
@@ -298,9 +325,7 @@ def measure(results_dir: Path, default_cap: float | None = None) -> Quality:
     lines = read_lines(sorted(results_dir.glob("quality_vision*.jsonl")), "quality_vision")
     vision_best = best_rate(vision_runs(lines, cap))
     nmt_best = nmt_runs(read_lines(sorted(results_dir.glob("quality_nmt*.jsonl")), "quality_nmt"))
-    nmt = cells(nmt_best)
-    ours = sorted({name for _, _, name in nmt if name != NMT_LOOP})
-    return Quality(vision_best, cells(vision_best), nmt_best, nmt, ours[0] if ours else "")
+    return Quality(vision_best, cells(vision_best), nmt_best, cells(nmt_best))
 
 
 def defaults_table(
@@ -359,7 +384,9 @@ def effects(runs: Iterable[Run]) -> dict[str, list[Effect]]:
 
 def recipe_words(name: str) -> str:
     """A recipe of the defaults in words: today's, or the earlier defaults and what differed."""
-    return "today's defaults" if name == DEFAULTS else f"the earlier defaults ({name.removeprefix(DEFAULTS + ', ')})"
+    if name in (DEFAULTS, NMT_DEFAULTS):
+        return "today's defaults"
+    return f"the earlier defaults ({name.split(', ', 1)[1]})"
 
 
 def lever_name(lever: str) -> str:
@@ -375,27 +402,28 @@ def lever_words(lever: str, found: list[Effect]) -> str:
     return f"- **{lever_name(lever)}** ({overrides}), against {against}:{items}"
 
 
-def earlier_only(quality: Quality) -> list[str]:
-    """Budgets measured only with an earlier recipe: its figure against the loop's, as list items."""
-    figures = quality.vision
-    today = {(data, budget) for data, budget, name in figures if name == DEFAULTS}
+def earlier_only(figures: Mapping[tuple, Cell], order: tuple[str, ...], loop: str, defaults: str) -> list[str]:
+    """Budgets measured only with an earlier recipe (``order`` lists the recipes, oldest first,
+    between the loop and today's ``defaults``): its figure against the loop's, as list items."""
+    today = {(data, budget) for data, budget, name in figures if name == defaults}
+    earlier = [name for name in order if name not in (loop, defaults)]
     items = []
-    for data, budget in sorted({(d, b) for d, b, name in figures if name != LOOP} - today):
-        recipes = [name for name in quality.vision_order[1:-1] if (data, budget, name) in figures]
+    for data, budget in sorted({(d, b) for d, b, name in figures if name != loop} - today):
+        recipes = [name for name in earlier if (data, budget, name) in figures]
         if recipes:
-            mine, theirs = figures[(data, budget, recipes[-1])], figures.get((data, budget, LOOP))
+            mine, theirs = figures[(data, budget, recipes[-1])], figures.get((data, budget, loop))
             other = "" if theirs is None or same_machine(mine, theirs) else ", on another machine"
-            loop = f" against the loop's {theirs} ({lead(mine, theirs)}{other})" if theirs is not None else ""
-            items.append(f"- {data}, {budget_words(budget)}: {mine} with {recipe_words(recipes[-1])}{loop}.")
+            against = f" against the loop's {theirs} ({lead(mine, theirs)}{other})" if theirs is not None else ""
+            items.append(f"- {data}, {budget_words(budget)}: {mine} with {recipe_words(recipes[-1])}{against}.")
     return items
 
 
-def history_and_levers(quality: Quality) -> tuple[str, str]:
-    """The earlier defaults and the levers, each as a list in words."""
-    found = effects(quality.vision_runs)
+def history_and_levers(runs: list[Run], earlier: list[str]) -> tuple[str, str]:
+    """The earlier defaults and the levers of one head's ``runs``, each as a list in words;
+    ``earlier``: the budgets measured only before today's defaults (:func:`earlier_only`)."""
+    found = effects(runs)
     history = [lever_words(lever, found[lever]) for lever in sorted(found) if is_history(lever)]
     levers = [lever_words(lever, found[lever]) for lever in sorted(found, key=lever_name) if not is_history(lever)]
-    earlier = earlier_only(quality)
     if earlier:
         history += ["", "Budgets measured only before today's defaults:", "", *earlier]
     return "\n".join(history), "\n".join(levers)
@@ -486,15 +514,24 @@ def render(results_dir: Path, figures_dir: Path | None, default_cap: float | Non
             plot_quality(vision, quality.vision_order, "test accuracy (%)", figures_dir / "vision_quality.png")  # levers: in words only
         if nmt:
             plot_quality(nmt, quality.nmt_order, "test BLEU", figures_dir / "translation_quality.png")
-        speeds = speed_rows(vision, DEFAULTS, LOOP, "vision ") + speed_rows(nmt, quality.nmt_ours, NMT_LOOP, "translation ")
+        speeds = speed_rows(vision, DEFAULTS, LOOP, "vision ") + speed_rows(nmt, NMT_DEFAULTS, NMT_LOOP, "translation ")
         if speeds:
             plot_speed(speeds, figures_dir / "speed_ratios.png")
-    history, levers = history_and_levers(quality) if vision else ("(no results)", "(no results)")
+    history, levers = (
+        history_and_levers(quality.vision_runs, earlier_only(vision, quality.vision_order, LOOP, DEFAULTS))
+        if vision else ("(no results)", "(no results)")
+    )
+    nmt_history, nmt_levers = (
+        history_and_levers(quality.nmt_runs, earlier_only(nmt, quality.nmt_order, NMT_LOOP, NMT_DEFAULTS))
+        if nmt else ("(no results)", "(no results)")
+    )
     return PAGE_TEMPLATE.format(
         vision=defaults_table(vision, DEFAULTS, LOOP) if vision else "(no results)",
         history=history or "(none)",
         levers=levers or "(none)",
-        nmt=defaults_table(nmt, quality.nmt_ours, NMT_LOOP, what="corpus") if nmt else "(no results)",
+        nmt=defaults_table(nmt, NMT_DEFAULTS, NMT_LOOP, what="corpus") if nmt else "(no results)",
+        nmt_history=nmt_history or "(none)",
+        nmt_levers=nmt_levers or "(none)",
     )
 
 
@@ -550,6 +587,21 @@ the same minutes. What was tried for the translation defaults, and why they are 
 ![Test BLEU against minutes](figures/translation_quality.png)
 
 {nmt}
+
+### History
+
+Translation trains in bf16 autocast where the hardware computes bfloat16
+(`trainer.precision=auto`); before, it trained in float32. The float32 defaults against today's,
+at the same corpus, budget and seeds (their figure first, then today's, and the difference):
+
+{nmt_history}
+
+### Levers
+
+Each lever is one override of the defaults (`--cli-extra OVERRIDE`), against the defaults of its
+time at the same corpus, budget and seeds. None of them is a default.
+
+{nmt_levers}
 
 ## Speed
 

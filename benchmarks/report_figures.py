@@ -15,9 +15,12 @@ Figure names (``kind:argument:...``):
 
 - ``table:vision`` / ``table:vision:SET;SET`` / ``table:translation``: today's defaults against the
   plain loop, as on the results page (``benchmarks.quality_report``), for every set or the ones named.
-- ``lever:OVERRIDE``: one vision lever or earlier default against the defaults it changes, a list.
+- ``lever:OVERRIDE``: one lever or earlier default (vision, else translation) against the defaults it
+  changes, a list.
 - ``gain:OVERRIDE``: the least and the most the defaults gain over that lever, ``LOW to HIGH``;
   ``gains:OVERRIDE``: each gain on one line, for a table's cell.
+- ``speedups:OVERRIDE``: the defaults' training images/s (tokens/s) over that lever's, per data set
+  and budget measured on one machine.
 - ``commands``: how fast each command answers (``benchmarks.commands``), a table.
 - ``scale:PAIRS:RUN:seconds`` / ``scale:PAIRS:RUN:peak``: the translation data cache
   (``benchmarks.scale``), the first process's wall seconds or peak memory.
@@ -40,7 +43,7 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks import quality_report
-from benchmarks.quality_report import DEFAULTS, LOOP, NMT_LOOP, Quality
+from benchmarks.quality_report import DEFAULTS, LOOP, NMT_DEFAULTS, NMT_LOOP, Quality
 from benchmarks.report import read_results, table
 from core.files.atomic import atomic_path
 
@@ -99,13 +102,15 @@ def vision_table(results: Results, sets: str = "") -> str:
 
 def translation_table(results: Results) -> str:
     quality = results.quality
-    return quality_report.defaults_table(quality.nmt, quality.nmt_ours, NMT_LOOP, what="corpus")
+    return quality_report.defaults_table(quality.nmt, NMT_DEFAULTS, NMT_LOOP, what="corpus")
 
 
 def lever_effects(results: Results, lever: str) -> list[quality_report.Effect]:
-    found = quality_report.effects(results.quality.vision_runs).get(lever)
+    """The lever's effects in the vision results, else in the translation results."""
+    quality = results.quality
+    found = quality_report.effects(quality.vision_runs).get(lever) or quality_report.effects(quality.nmt_runs).get(lever)
     if not found:
-        raise LookupError(f"the vision results measure no lever {lever!r}")
+        raise LookupError(f"the quality results measure no lever {lever!r}")
     return found
 
 
@@ -120,6 +125,13 @@ def gain(results: Results, override: str) -> str:
 
 def gains(results: Results, override: str) -> str:
     return "; ".join(effect.words(gain=True) for effect in lever_effects(results, override))
+
+
+def speedups(results: Results, override: str) -> str:
+    """The defaults' training speed over the lever's, per data set and budget, where both ran on one
+    machine."""
+    found = [(effect, quality_report.ratio(effect.base, effect.lever)) for effect in lever_effects(results, override)]
+    return "; ".join(f"{effect.data}, {quality_report.budget_words(effect.budget)}: {ratio}" for effect, ratio in found if ratio)
 
 
 def commands(results: Results) -> str:
@@ -175,6 +187,7 @@ FIGURES: dict[str, Callable[..., str]] = {
     "lever": lever,
     "gain": gain,
     "gains": gains,
+    "speedups": speedups,
     "commands": commands,
     "scale": scale,
     "images-held": images_held,

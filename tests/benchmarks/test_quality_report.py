@@ -10,7 +10,7 @@ import json
 from pathlib import Path
 
 from benchmarks import quality_report
-from benchmarks.quality_report import DEFAULTS, LOOP, PATCH, Contender
+from benchmarks.quality_report import DEFAULTS, LOOP, NMT_DEFAULTS, NMT_FLOAT32, NMT_LOOP, PATCH, Contender
 
 
 def vision_line(time: str, rows: list[dict], stem: str = "patch") -> str:
@@ -42,7 +42,8 @@ def write_results(folder: Path) -> None:
     (folder / "quality_nmt.jsonl").write_text(json.dumps({
         "benchmark": "quality_nmt", "env": {"time": "2026-01-01T00:00:00"},
         "rows": [
-            {"corpus": "toy", "minutes": 8.0, "contender": "nlp.train (transformer_mini)", "bleu": 20.0, "train_tokens_per_second": 300.0},
+            {"corpus": "toy", "minutes": 8.0, "contender": "nlp.train (transformer_mini)", "bleu": 20.0,
+             "train_tokens_per_second": 300.0, "precision": "bf16-mixed"},
             {"corpus": "toy", "minutes": 8.0, "contender": "plain nn.Transformer loop", "bleu": 5.0, "train_tokens_per_second": 200.0},
             {"minutes": 8.0, "contender": "plain nn.Transformer loop", "bleu": 1.0},  # before corpora were named
         ],
@@ -133,6 +134,38 @@ def test_the_defaults_before_a_change_of_recipe_are_a_lever_of_todays(tmp_path: 
         "    - glyphs, 3 epochs: 40.0 against 70.0 (-30.0)" in page  # on seed 0, the only seed today's defaults have
     assert "(`model.layer_scale=1e-4`), against the earlier defaults (warmup cap 0.1):\n" \
         "    - glyphs, 3 epochs: 45.0 against 40.0 (+5.0)" in page
+
+
+def test_translation_runs_are_named_by_their_precision_and_float32_is_history(tmp_path: Path) -> None:
+    """A row that recorded no precision trained in float32 (before ``trainer.precision=auto``); the
+    float32 ablation of today's defaults is the same recipe; budgets only float32 reached are listed."""
+    contender = quality_report.nmt_contender
+    cli = "nlp.train (transformer_mini)"
+    assert contender({"contender": NMT_LOOP}) == Contender(NMT_LOOP)
+    assert contender({"contender": cli, "precision": "bf16-mixed"}) == Contender(NMT_DEFAULTS)
+    float32 = Contender(NMT_FLOAT32, NMT_DEFAULTS, "trainer.precision=32-true")
+    assert contender({"contender": cli}) == float32
+    assert contender({"contender": f"{cli} + trainer.precision=32-true", "precision": "32-true"}) == float32
+    lever = contender({"contender": f"{cli} + module.lr=1e-3", "precision": "bf16-mixed"})
+    assert lever == Contender(f"{NMT_DEFAULTS} + module.lr=1e-3", NMT_DEFAULTS, "module.lr=1e-3")
+
+    def nmt(time: str, rows: list[dict]) -> str:
+        return json.dumps({"benchmark": "quality_nmt", "env": {"time": time}, "rows": rows})
+
+    folder = tmp_path / "results"
+    folder.mkdir()
+    (folder / "quality_nmt.jsonl").write_text("\n".join([
+        nmt("2026-01-01T00:00:00", [{"corpus": "toy", "minutes": m, "contender": cli, "bleu": b} for m, b in ((8.0, 10.0), (30.0, 25.0))]),
+        nmt("2026-01-02T00:00:00", [{"corpus": "toy", "minutes": 8.0, "contender": cli, "bleu": 14.0, "precision": "bf16-mixed"},
+                                    {"corpus": "toy", "minutes": 8.0, "contender": NMT_LOOP, "bleu": 4.0}]),
+        nmt("2026-01-02T00:00:01", [{"corpus": "toy", "minutes": 8.0, "contender": f"{cli} + trainer.precision=32-true",
+                                     "bleu": 11.0, "precision": "32-true"}]),
+    ]) + "\n")
+    page = quality_report.render(folder, None)
+    assert cells_of(page, "| toy | 8 minutes |")[2:5] == ["4.0", "14.0", "+10.0"]
+    assert "- **Float32 instead of bf16 autocast** (`trainer.precision=32-true`), against today's defaults:\n" \
+        "    - toy, 8 minutes: 11.0 against 14.0 (-3.0)" in page  # the ablation replaces the older float32 run
+    assert "- toy, 30 minutes: 25.0 with the earlier defaults (float32)." in page
 
 
 def test_the_docs_results_page_is_up_to_date_with_the_result_files() -> None:

@@ -13,7 +13,7 @@ are read or written, so commands can check their arguments first.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -42,24 +42,27 @@ def is_model_directory(path: str | Path) -> bool:
     return (path / WEIGHTS).is_file() and (path / CONFIG).is_file()
 
 
-def check_output(out: Path, replace: bool) -> None:
+def check_output(out: Path, replace: bool, is_export: Callable[[Path], bool] = is_model_directory) -> None:
     """Refuse, before any work, an ``--out`` whose files an export would destroy: a file, a
-    directory of other files, or (without ``replace``) an earlier export."""
+    directory of other files, or (without ``replace``) an earlier export, as ``is_export`` tells
+    one (this layout's by default; the CTranslate2 directory's for that format)."""
     if out.exists() and not out.is_dir():
         raise InputError(f"--out {out} is a file; pass a directory name (it is created)")
     if out.is_dir() and any(out.iterdir()):
-        if not is_model_directory(out):
+        if not is_export(out):
             raise InputError(f"--out {out} is a directory of other files; pass a new directory name")
         if not replace:
             raise InputError(f"--out {out} already holds an exported model; pass --force to replace it, or another --out")
 
 
 @contextmanager
-def new_model_directory(out: Path, replace: bool) -> Iterator[Path]:
+def new_model_directory(
+    out: Path, replace: bool, is_export: Callable[[Path], bool] = is_model_directory
+) -> Iterator[Path]:
     """An empty directory beside ``out`` that becomes ``out`` when the block succeeds and is
     removed when it fails; ``out`` may be new, empty or (with ``replace``) an earlier export
     (:func:`check_output`)."""
-    check_output(out, replace)
+    check_output(out, replace, is_export)
     with atomic_directory(out) as staging:
         yield staging
 

@@ -10,10 +10,7 @@ export's largest difference is reported.
 from __future__ import annotations
 
 import json
-import os
-import shutil
-from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import Any
 
@@ -21,7 +18,7 @@ import numpy as np
 import torch
 
 from core.errors import InputError
-from core.files.atomic import write_error
+from core.files.model_directory import new_model_directory
 from nlp.module import TranslationModule
 from nlp.export.directory import (
     DECODING_KEYS,
@@ -53,36 +50,11 @@ def metadata_of(translator: TranslationModule, quantization: str, checkpoint: st
     }
 
 
-@contextmanager
-def staged_directory(out: Path, force: bool) -> Iterator[Path]:
+def staged_directory(out: Path, force: bool) -> AbstractContextManager[Path]:
     """An empty directory beside ``out`` that becomes ``out`` when the block succeeds and is
     removed when it fails. An existing ``out`` is replaced only with ``force``, and only when
     it is an earlier export or empty (never a directory of other files)."""
-    if out.exists() and not out.is_dir():
-        raise InputError(f"--out {out} is a file; pass a directory name (it is created)")
-    if out.is_dir() and any(out.iterdir()):
-        if not is_exported_model(out):
-            raise InputError(f"--out {out} is a directory of other files; pass a new directory name")
-        if not force:
-            raise InputError(f"--out {out} already holds an export; pass --force to replace it, or another --out")
-    staging = out.with_name(f".{out.name}.{os.getpid()}.tmp")
-    previous = out.with_name(f".{out.name}.{os.getpid()}.old")
-    try:
-        shutil.rmtree(staging, ignore_errors=True)
-        staging.mkdir(parents=True)
-        yield staging
-        if out.exists():
-            os.replace(out, previous)
-        os.replace(staging, out)
-    except OSError as error:
-        written = sum(path.stat().st_size for path in staging.rglob("*") if path.is_file()) if staging.exists() else 0
-        clear = write_error(out, error, written)
-        if clear is None:
-            raise
-        raise clear from None
-    finally:
-        shutil.rmtree(staging, ignore_errors=True)
-        shutil.rmtree(previous, ignore_errors=True)
+    return new_model_directory(out, force, is_exported_model)
 
 
 def probe_pairs(translator: TranslationModule) -> list[tuple[list[int], list[int]]]:

@@ -33,6 +33,27 @@ def tiny_model(vocab_size: int = 40, seed: int = 0, **overrides: object) -> Seq2
     return Seq2SeqTransformer(vocab_size, vocab_size, **{**kwargs, **overrides}).eval()
 
 
+def ending_model() -> Seq2SeqTransformer:
+    """:func:`tiny_model` with a larger ``</s>`` output row, so that a random model ends its
+    hypotheses at different steps and finished rows and padding after ``</s>`` take part in every
+    decoding test."""
+    model = tiny_model(vocab_size=40, seed=0)
+    with torch.no_grad():
+        model.output.weight[2].mul_(6.0)  # </s>
+    return model
+
+
+def mixed_length_sources() -> torch.Tensor:
+    """Four random sources [4, 9] of 9, 4, 9 and 6 ids (``</s>``-terminated, then padded)."""
+    torch.manual_seed(5)
+    src = torch.randint(3, 40, (4, 9))
+    src[:, -1] = 2  # </s>
+    for row, length in ((1, 4), (3, 6)):
+        src[row, length - 1] = 2
+        src[row, length:] = 0  # <pad>
+    return src
+
+
 def write_lines(path: Path, lines: list[str]) -> Path:
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text("".join(f"{line}\n" for line in lines), encoding="utf-8")

@@ -16,30 +16,19 @@ from nlp.decoding import (
     repeated_ngram_bans,
     repetition_rate,
 )
-from tests.nlp.conftest import tiny_model
+from tests.nlp.conftest import ending_model, mixed_length_sources, tiny_model
 
 PAD, BOS, EOS = 0, 1, 2
 
 
 @pytest.fixture(scope="module")
 def model() -> torch.nn.Module:
-    # A larger </s> output row makes a random model end its hypotheses at different steps, so
-    # that finished rows and padding after </s> take part in every test.
-    model = tiny_model(vocab_size=40, seed=0)
-    with torch.no_grad():
-        model.output.weight[EOS].mul_(6.0)
-    return model
+    return ending_model()
 
 
 @pytest.fixture(scope="module")
 def sources() -> torch.Tensor:
-    torch.manual_seed(5)
-    src = torch.randint(3, 40, (4, 9))
-    src[:, -1] = EOS
-    for row, length in ((1, 4), (3, 6)):
-        src[row, length - 1] = EOS
-        src[row, length:] = PAD
-    return src
+    return mixed_length_sources()
 
 
 def decode(model: torch.nn.Module, src: torch.Tensor, beam: int, **kwargs: object) -> torch.Tensor:

@@ -13,7 +13,7 @@ import torch
 
 from core.errors import InputError
 from nlp.decoding import beam_hypotheses, beam_search, gnmt_length_penalty, greedy_decode
-from tests.nlp.conftest import tiny_model
+from tests.nlp.conftest import ending_model, mixed_length_sources, tiny_model
 
 PAD, BOS, EOS = 0, 1, 2
 PREFIXES = [[5, 6, 7], [], [9], [11, 5]]  # one per sentence of ``sources``, of different lengths
@@ -21,22 +21,12 @@ PREFIXES = [[5, 6, 7], [], [9], [11, 5]]  # one per sentence of ``sources``, of 
 
 @pytest.fixture(scope="module")
 def model() -> torch.nn.Module:
-    # A larger </s> output row makes hypotheses end at different steps (as in test_decoding.py).
-    model = tiny_model(vocab_size=40, seed=0)
-    with torch.no_grad():
-        model.output.weight[EOS].mul_(6.0)
-    return model
+    return ending_model()
 
 
 @pytest.fixture(scope="module")
 def sources() -> torch.Tensor:
-    torch.manual_seed(5)
-    src = torch.randint(3, 40, (4, 9))
-    src[:, -1] = EOS
-    for row, length in ((1, 4), (3, 6)):
-        src[row, length - 1] = EOS
-        src[row, length:] = PAD
-    return src
+    return mixed_length_sources()
 
 
 def decode(model: torch.nn.Module, src: torch.Tensor, beam: int, **kwargs: object) -> torch.Tensor:

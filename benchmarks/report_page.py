@@ -249,6 +249,17 @@ def serve_section(results_dir: Path) -> str:
             + f"\n\n{sources([(None, name, result)])}")
 
 
+def precision_section(results_dir: Path) -> str:
+    results = latest_of(results_dir, "precision")
+    if not results:
+        return "(no results)"
+    name, result = results[-1]
+    rows = [[row["head"], row["items"], f"{row['float32']['items_per_s']:.0f}", f"{row['bf16']['items_per_s']:.0f}",
+             f"{row['bf16_speedup']:.2f}x"] for row in result["rows"]]
+    return (table(["head", "items a step", "float32 items/s", "bf16 items/s", "bf16 speed-up"], rows)
+            + f"\n\n{sources([(None, name, result)])}")
+
+
 def commands_section(results_dir: Path) -> str:
     results = latest_of(results_dir, "commands")
     if not results:
@@ -268,6 +279,7 @@ def render(results_dir: Path) -> str:
         scale=scale_section(results_dir),
         scale_images=scale_images_section(results_dir),
         serve=serve_section(results_dir),
+        precision=precision_section(results_dir),
         commands=commands_section(results_dir),
     )
 
@@ -352,6 +364,15 @@ at several concurrent clients, beside the offline command on the same images
 
 {serve}
 
+## bf16 autocast against float32 (CPU)
+
+`python -m benchmarks.precision`: one training step of each head's CPU model, the two precisions
+alternated, on a CPU with AVX512-BF16; where bf16 is faster the head's default precision follows
+the hardware (`trainer.precision=auto`, translation), where it is slower the head stays in float32
+(the ViT at width 128) ([Translation](docs/translation.md#precision)).
+
+{precision}
+
 ## Commands answer at once
 
 `python -m benchmarks.commands`: wall seconds of `--help` and of a refused argument, each the
@@ -361,7 +382,7 @@ median of fresh processes ([Errors and recovery](docs/errors.md#commands-answer-
 
 ## GPU check (one H200)
 
-`bash benchmarks/gpu_check.sh OUT_DIR` trains through the CLI with `trainer=gpu` (bf16-mixed) and
+`bash benchmarks/gpu_check.sh OUT_DIR` trains through the CLI with `trainer=gpu` (bf16 autocast on the H200) and
 `compile=true` and sets its throughput beside timm compiled, with the full 100-epoch vision
 recipe in the loader and on the GPU, on a 60,000-image proving ground held in memory, and for
 `nlp.train`; it writes `OUT_DIR/summary.md`. No result file holds a GPU run: the one run so far

@@ -12,7 +12,7 @@ import pytest
 import torch
 from omegaconf import OmegaConf
 
-from benchmarks import decoding, quality_nmt, quality_vision, report, scale, scale_images, seq2seq, vit
+from benchmarks import decoding, precision, quality_nmt, quality_vision, report, scale, scale_images, seq2seq, vit
 from benchmarks.common import interleave, peak_memory
 from nlp.decoding import beam_search, greedy_decode
 from tests.nlp.gettext_catalogs import fake_locale_tree
@@ -51,6 +51,16 @@ def test_vit_compares_identical_models_and_appends(tmp_path: Path, capsys: pytes
         assert case["ratios"]["ours/timm"] > 0
         assert set(case["memory"]) == {"ours", "timm"}
         assert all(memory["peak_mib"] >= 0 for memory in case["memory"].values())
+
+
+def test_precision_times_both_heads_in_both_precisions_and_appends(tmp_path: Path) -> None:
+    results = tmp_path / "results.jsonl"
+    output = precision.main([*QUICK, "--append", str(results)])
+    assert json.loads(results.read_text()) == output
+    assert [row["head"] for row in output["rows"]] == ["translation", "vision"]
+    for row in output["rows"]:
+        assert row["float32"]["items_per_s"] > 0 and row["bf16"]["items_per_s"] > 0
+        assert row["bf16_speedup"] == round(row["bf16"]["items_per_s"] / row["float32"]["items_per_s"], 3)
 
 
 def test_peak_memory_sees_a_large_temporary() -> None:

@@ -17,7 +17,16 @@ from torch import Tensor
 import core
 from core.training.plan.budget import stepping_bound
 from nlp.data.batching import pad_batch
-from nlp.decoding import DEFAULT_MAX_LEN_A, DEFAULT_MAX_LEN_B, beam_search, greedy_decode, repetition_rate
+from nlp.decoding import (
+    DEFAULT_MAX_LEN_A,
+    DEFAULT_MAX_LEN_B,
+    Prefix,
+    Scored,
+    beam_hypotheses,
+    beam_search,
+    greedy_decode,
+    repetition_rate,
+)
 from nlp.data.encoding import encode_sources
 from nlp.model import Seq2SeqTransformer
 from nlp.data.tokenizer import SubwordTokenizer
@@ -124,16 +133,31 @@ class TranslationModule(pl.LightningModule):
         self.log("train/loss", loss, prog_bar=True, batch_size=tokens)
         return loss
 
-    def generate(self, source: Tensor, beam_size: int = 1, max_len: int | None = None) -> Tensor:
-        """Decode source ids [B, S] to target ids [B, L] (``</s>``-terminated, then padded): greedy
-        for ``beam_size`` 1, beam search otherwise; ``max_len`` defaults to the
-        ``max_decode_len`` hyperparameter."""
-        limits = {
+    def decoding_limits(self, max_len: int | None = None) -> dict[str, Any]:
+        """The length limits and n-gram blocking of the checkpoint's decoding settings; ``max_len``
+        defaults to the ``max_decode_len`` hyperparameter."""
+        return {
             "max_len": self.hparams.max_decode_len if max_len is None else max_len,
             "max_len_a": self.hparams.max_len_a,
             "max_len_b": self.hparams.max_len_b,
             "no_repeat_ngram_size": self.hparams.no_repeat_ngram_size,
         }
+
+    def scored_hypotheses(
+        self, source: Tensor, beam_size: int = 1, max_len: int | None = None, prefix: Prefix | None = None
+    ) -> list[list[Scored]]:
+        """Every finished hypothesis of each source [B, S], best first, with its score
+        (:func:`nlp.decoding.beam_hypotheses` with the checkpoint's settings; a beam of 1 searches
+        as greedy decoding does); ``prefix``: the target ids each sentence's hypotheses start with."""
+        return beam_hypotheses(
+            self.net, source, beam_size, self.hparams.length_penalty, prefix=prefix, **self.decoding_limits(max_len)
+        )
+
+    def generate(self, source: Tensor, beam_size: int = 1, max_len: int | None = None) -> Tensor:
+        """Decode source ids [B, S] to target ids [B, L] (``</s>``-terminated, then padded): greedy
+        for ``beam_size`` 1, beam search otherwise; ``max_len`` defaults to the
+        ``max_decode_len`` hyperparameter."""
+        limits = self.decoding_limits(max_len)
         if beam_size == 1:
             return greedy_decode(self.net, source, **limits)
         return beam_search(self.net, source, beam_size, self.hparams.length_penalty, **limits)

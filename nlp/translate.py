@@ -33,7 +33,7 @@ from nlp.data.corpora import Utf8Lines
 from nlp.export.directory import is_exported_model
 
 if TYPE_CHECKING:
-    from nlp.decoding import Scored, Vocabulary
+    from nlp.decoding import Vocabulary
     from nlp.module import TranslationModule
     from nlp.export.translator import CTranslate2Translator
 
@@ -81,34 +81,11 @@ def prefix_ids(translator: Translator, text: str, name: str) -> tuple[int, ...]:
     return ids
 
 
-def checkpoint_hypotheses(
-    translator: TranslationModule, sentences: list[str], decoding: Decoding
-) -> list[list[Scored]]:
-    """:func:`nlp.decoding.beam_hypotheses` with the checkpoint's decoding settings, those
-    :meth:`nlp.module.TranslationModule.generate` decodes with (a beam of 1 is its greedy search)."""
-    from nlp.decoding import beam_hypotheses
-
-    settings = translator.hparams
-    return beam_hypotheses(
-        translator.net,
-        translator.source_batch(sentences),
-        decoding.beam_size,
-        settings.length_penalty,
-        max_len=settings.max_decode_len if decoding.max_len is None else decoding.max_len,
-        no_repeat_ngram_size=settings.no_repeat_ngram_size,
-        max_len_a=settings.max_len_a,
-        max_len_b=settings.max_len_b,
-        prefix=[decoding.prefix] * len(sentences),
-    )
-
-
 def hypotheses(translator: Translator, sentences: list[str], decoding: Decoding) -> list[list[Translation]]:
     """The hypotheses of each sentence, best first, from the checkpoint or the exported directory."""
-    if is_exported(translator):
-        sources = translator.encode(sentences)
-        found = translator.hypotheses(sources, decoding.beam_size, decoding.max_len, [decoding.prefix] * len(sources))
-    else:
-        found = checkpoint_hypotheses(translator, sentences, decoding)
+    sources = translator.encode(sentences) if is_exported(translator) else translator.source_batch(sentences)
+    prefix = [decoding.prefix] * len(sentences)
+    found = translator.scored_hypotheses(sources, decoding.beam_size, decoding.max_len, prefix)
     decode = translator.tokenizer.decode
     return [[Translation(one_line(decode(tokens)), score) for tokens, score in ranked] for ranked in found]
 

@@ -118,9 +118,9 @@ class CTranslate2Translator:
         """Source ids (each ending in ``</s>``) -> generated ids, each ending in ``</s>``, as a row
         of :meth:`nlp.module.TranslationModule.generate` without its padding; ``max_len`` defaults
         to the exported ``max_decode_len``."""
-        return [ranked[0].tokens for ranked in self.hypotheses(sources, beam_size, max_len)]
+        return [ranked[0].tokens for ranked in self.scored_hypotheses(sources, beam_size, max_len)]
 
-    def hypotheses(
+    def scored_hypotheses(
         self, sources: list[list[int]], beam_size: int = 1, max_len: int | None = None, prefix: Prefix | None = None
     ) -> list[list[Scored]]:
         """Every hypothesis of each sentence that CTranslate2's search finished, best first, with its

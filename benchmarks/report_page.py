@@ -237,37 +237,40 @@ def scale_images_section(results_dir: Path) -> str:
     return text
 
 
-def serve_section(results_dir: Path) -> str:
-    results = latest_of(results_dir, "serve_load")
+def latest_table(
+    results_dir: Path, benchmark: str, header: list[str], cells: Callable[[Mapping[str, Any]], list[Any]]
+) -> str:
+    """The latest result of ``benchmark`` as a table, ``cells`` giving each of its rows' cells, and
+    the command that wrote it."""
+    results = latest_of(results_dir, benchmark)
     if not results:
         return "(no results)"
     name, result = results[-1]
-    rows = [[row["mode"], row.get("clients", row.get("batch_size")), f"{row['requests_per_s']:.1f}",
-             "-" if row.get("p50_ms") is None else f"{row['p50_ms']:.0f}",
-             "-" if row.get("p99_ms") is None else f"{row['p99_ms']:.0f}", row.get("failed", "-")] for row in result["rows"]]
-    return (table(["mode", "clients (server) or batch (offline)", "requests/s", "p50 ms", "p99 ms", "failed"], rows)
-            + f"\n\n{sources([(None, name, result)])}")
+    return table(header, [cells(row) for row in result["rows"]]) + f"\n\n{sources([(None, name, result)])}"
+
+
+def serve_section(results_dir: Path) -> str:
+    return latest_table(
+        results_dir, "serve_load", ["mode", "clients (server) or batch (offline)", "requests/s", "p50 ms", "p99 ms", "failed"],
+        lambda row: [row["mode"], row.get("clients", row.get("batch_size")), f"{row['requests_per_s']:.1f}",
+                     "-" if row.get("p50_ms") is None else f"{row['p50_ms']:.0f}",
+                     "-" if row.get("p99_ms") is None else f"{row['p99_ms']:.0f}", row.get("failed", "-")],
+    )
 
 
 def precision_section(results_dir: Path) -> str:
-    results = latest_of(results_dir, "precision")
-    if not results:
-        return "(no results)"
-    name, result = results[-1]
-    rows = [[row["head"], row["items"], f"{row['float32']['items_per_s']:.0f}", f"{row['bf16']['items_per_s']:.0f}",
-             f"{row['bf16_speedup']:.2f}x"] for row in result["rows"]]
-    return (table(["head", "items a step", "float32 items/s", "bf16 items/s", "bf16 speed-up"], rows)
-            + f"\n\n{sources([(None, name, result)])}")
+    return latest_table(
+        results_dir, "precision", ["head", "items a step", "float32 items/s", "bf16 items/s", "bf16 speed-up"],
+        lambda row: [row["head"], row["items"], f"{row['float32']['items_per_s']:.0f}", f"{row['bf16']['items_per_s']:.0f}",
+                     f"{row['bf16_speedup']:.2f}x"],
+    )
 
 
 def commands_section(results_dir: Path) -> str:
-    results = latest_of(results_dir, "commands")
-    if not results:
-        return "(no results)"
-    name, result = results[-1]
-    rows = [[f"`{row['command']}`", f"{row['help_s']:.2f}", f"`{row['bad_argument']}`", f"{row['bad_argument_s']:.2f}"]
-            for row in result["rows"]]
-    return table(["command", "`--help` s", "refused argument", "s"], rows) + f"\n\n{sources([(None, name, result)])}"
+    return latest_table(
+        results_dir, "commands", ["command", "`--help` s", "refused argument", "s"],
+        lambda row: [f"`{row['command']}`", f"{row['help_s']:.2f}", f"`{row['bad_argument']}`", f"{row['bad_argument_s']:.2f}"],
+    )
 
 
 def render(results_dir: Path) -> str:

@@ -192,7 +192,9 @@ def main(argv: list[str] | None = None) -> None:
     """Serve the checkpoint until SIGTERM or Ctrl-C."""
     args = parse_args(argv)
     if not Path(args.checkpoint).exists():  # before the heavy imports
-        raise FileNotFoundError(f"checkpoint {args.checkpoint} does not exist; pass the path of a .ckpt file")
+        raise FileNotFoundError(
+            f"{args.checkpoint} does not exist; pass a .ckpt file or a directory written by python -m vision.export"
+        )
     require_litserve()
     require_free_port(args.host, args.port)
     from vision.inference import load_classifier  # torch, timm and Lightning load after the arguments are read

@@ -37,7 +37,7 @@ from core.files.model_directory import (
 )
 from vision.export.formats import CHECK_BATCHES, TOLERANCE, example_images
 from vision.inference import data_config
-from vision.model.timm_weights import POOL_NAMES, RENAMES, convert_timm_state_dict
+from vision.model.timm_weights import convert_timm_state_dict, timm_key, timm_model_args
 from vision.module import ImageClassifier
 from vision.recipe import FULL_DROP_PATH
 
@@ -46,14 +46,6 @@ REQUIRED = ("model", "num_classes", "label_names", "pretrained_cfg")
 PREPROCESSING = ("input_size", "interpolation", "crop_pct", "mean", "std")
 TIMM_ARCHITECTURE = "vit_base_patch16_224"  # a plain timm ViT; model_args set every size
 TIMM_NORM_EPS = 1e-6  # the LayerNorm epsilon of timm's ViT, which model_args cannot change
-
-
-def timm_key(key: str) -> str:
-    """Our key -> timm's (``encoder.layers.3.attn.qkv.weight`` -> ``blocks.3.attn.qkv.weight``)."""
-    for timm_prefix, prefix in RENAMES:
-        if key.startswith(prefix):
-            return timm_prefix + key[len(prefix) :]
-    return key
 
 
 def timm_weights(classifier: ImageClassifier) -> dict[str, Tensor]:
@@ -81,26 +73,6 @@ def timm_obstacle(model: dict[str, Any]) -> str | None:
     if model["norm_eps"] != TIMM_NORM_EPS:
         return f"LayerNorm epsilon {model['norm_eps']} (timm's ViT has {TIMM_NORM_EPS})"
     return None
-
-
-def timm_model_args(model: dict[str, Any], num_classes: int) -> dict[str, Any]:
-    """Arguments of timm's ``VisionTransformer`` for the settings ``model`` (the inverse of
-    :func:`vision.model.timm_weights.timm_config`)."""
-    return {
-        "img_size": model["img_size"],
-        "patch_size": model["patch_size"],
-        "in_chans": model["in_chans"],
-        "num_classes": num_classes,
-        "embed_dim": model["dim"],
-        "depth": model["depth"],
-        "num_heads": model["num_heads"],
-        "mlp_ratio": model["mlp_ratio"],
-        "global_pool": {ours: theirs for theirs, ours in POOL_NAMES.items()}[model["pool"]],
-        "class_token": model["class_token"],
-        "fc_norm": model["fc_norm"],
-        "init_values": model["layer_scale"],
-        "dynamic_img_size": model["dynamic_img_size"],
-    }
 
 
 def pretrained_cfg(classifier: ImageClassifier) -> dict[str, Any]:

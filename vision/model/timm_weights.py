@@ -28,6 +28,15 @@ def rename_key(key: str) -> str:
     return key
 
 
+def timm_key(key: str) -> str:
+    """Our key -> timm's, the inverse of :func:`rename_key` (``encoder.layers.3.attn.qkv.weight``
+    -> ``blocks.3.attn.qkv.weight``)."""
+    for timm_prefix, prefix in RENAMES:
+        if key.startswith(prefix):
+            return timm_prefix + key[len(prefix) :]
+    return key
+
+
 def resample_pos_embed(pos_embed: Tensor, grid: tuple[int, int], num_prefix_tokens: int) -> Tensor:
     """Bicubic resampling of a square learned table [1, prefix + n*n, D] to ``grid``, so a 224px
     checkpoint serves 32px or 384px inputs; the class token's row is kept as is."""
@@ -101,6 +110,26 @@ def timm_config(model: nn.Module) -> dict[str, Any]:
         "drop_path": 0.0,
         "dynamic_img_size": model.dynamic_img_size,
         "stem": "patch",
+    }
+
+
+def timm_model_args(model: dict[str, Any], num_classes: int) -> dict[str, Any]:
+    """Arguments of timm's ``VisionTransformer`` for the settings ``model`` (the inverse of
+    :func:`timm_config`)."""
+    return {
+        "img_size": model["img_size"],
+        "patch_size": model["patch_size"],
+        "in_chans": model["in_chans"],
+        "num_classes": num_classes,
+        "embed_dim": model["dim"],
+        "depth": model["depth"],
+        "num_heads": model["num_heads"],
+        "mlp_ratio": model["mlp_ratio"],
+        "global_pool": {ours: theirs for theirs, ours in POOL_NAMES.items()}[model["pool"]],
+        "class_token": model["class_token"],
+        "fc_norm": model["fc_norm"],
+        "init_values": model["layer_scale"],
+        "dynamic_img_size": model["dynamic_img_size"],
     }
 
 

@@ -33,7 +33,7 @@ from omegaconf import OmegaConf
 
 from benchmarks.proving_grounds import DEFAULT_COUNTS, SETS
 from benchmarks.quality_vision import CONF
-from benchmarks.report import length_of, read_results, table
+from benchmarks.report import length_of, results_of, table
 from core.files.atomic import atomic_path
 
 RESULTS = Path(__file__).parent / "results"
@@ -114,8 +114,7 @@ class Contender:
 
 def read_lines(paths: Iterable[Path], benchmark: str) -> list[dict[str, Any]]:
     """The result objects of ``benchmark`` in the files, oldest first (by their ``env.time``)."""
-    results = [result for path in paths for result in read_results(path) if result.get("benchmark") == benchmark]
-    return sorted(results, key=lambda result: result["env"]["time"])
+    return [result for _, result in results_of(paths, benchmark)]
 
 
 def recipe(stem: str, cap: float, default_cap: float) -> str:

@@ -30,6 +30,13 @@ def read_results(path: Path) -> list[dict[str, Any]]:
     return results
 
 
+def results_of(paths: Iterable[Path], benchmark: str) -> list[tuple[str, dict[str, Any]]]:
+    """(file name, result) of every result of ``benchmark`` in the files ``paths``, oldest first
+    (by the ``env.time`` each records)."""
+    found = [(path.name, result) for path in paths for result in read_results(path) if result.get("benchmark") == benchmark]
+    return sorted(found, key=lambda item: item[1]["env"]["time"])
+
+
 def latest_results(path: Path) -> dict[str, dict[str, Any]]:
     """The last result of each benchmark in the file."""
     return {result["benchmark"]: result for result in read_results(path)}

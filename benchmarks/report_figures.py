@@ -44,7 +44,7 @@ from typing import Any
 
 from benchmarks import quality_report
 from benchmarks.quality_report import DEFAULTS, LOOP, NMT_DEFAULTS, NMT_LOOP, Quality
-from benchmarks.report import read_results, table
+from benchmarks.report import results_of, table
 from core.files.atomic import atomic_path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -65,7 +65,7 @@ class Results:
     def __init__(self, folder: Path) -> None:
         self.folder = folder
         self._quality: Quality | None = None
-        self._results: list[Mapping[str, Any]] | None = None
+        self._results: dict[str, list[dict[str, Any]]] = {}  # benchmark -> its results, oldest first
 
     @property
     def quality(self) -> Quality:
@@ -75,10 +75,9 @@ class Results:
 
     def latest(self, benchmark: str) -> Iterator[Mapping[str, Any]]:
         """The results of ``benchmark`` in every file of the folder, latest first."""
-        if self._results is None:
-            self._results = [result for path in sorted(self.folder.glob("*.jsonl")) for result in read_results(path)]
-        found = [result for result in self._results if result.get("benchmark") == benchmark]
-        return iter(sorted(found, key=lambda result: result["env"]["time"], reverse=True))
+        if benchmark not in self._results:
+            self._results[benchmark] = [result for _, result in results_of(sorted(self.folder.glob("*.jsonl")), benchmark)]
+        return reversed(self._results[benchmark])
 
     def newest(self, benchmark: str) -> Mapping[str, Any]:
         result = next(self.latest(benchmark), None)

@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks import quality_report, report
-from benchmarks.report import read_results, table
+from benchmarks.report import results_of, table
 from core.files.atomic import atomic_path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -54,11 +54,9 @@ def reproducible(command: str, results_file: str | None = None) -> str:
     return shlex.join(out)
 
 
-def latest_of(results_dir: Path, benchmark: str) -> list[tuple[str, Mapping[str, Any]]]:
-    """(file name, result) of every result of ``benchmark``, oldest first."""
-    found = [(path.name, result) for path in sorted(results_dir.glob("*.jsonl")) for result in read_results(path)
-             if result.get("benchmark") == benchmark]
-    return sorted(found, key=lambda item: item[1]["env"]["time"])
+def latest_of(results_dir: Path, benchmark: str) -> list[tuple[str, dict[str, Any]]]:
+    """(file name, result) of every result of ``benchmark`` in the folder, oldest first."""
+    return results_of(sorted(results_dir.glob("*.jsonl")), benchmark)
 
 
 def machine(result: Mapping[str, Any]) -> str:

@@ -2,9 +2,9 @@
 ``transformer_mini`` on a batch of about 1,024 target tokens and the pinned CPU ViT (width 128,
 depth 4, 4 heads, MLP ratio 2, patch 4, convolutional stem) on 128 images of 28 px.
 
-A step is forward, loss, backward and the optimizer's update (Adam for translation, AdamW for
-the ViT), as each head's module runs it; the two precisions alternate (A B A B ...) and each
-reports its median. On a CPU that computes bfloat16 (AVX512-BF16 or AMX) this is the measurement
+A step is forward, the label-smoothed loss, backward and AdamW's update (for translation
+:func:`benchmarks.seq2seq.make_train_step` on right-padded random sentences, counted in their
+target tokens); the two precisions alternate (A B A B ...) and each reports its median. On a CPU that computes bfloat16 (AVX512-BF16 or AMX) this is the measurement
 behind ``trainer.precision=auto`` (``core/training/plan/precision.py``): where bf16 speeds a head's
 step up, its default follows the hardware.
 
@@ -19,8 +19,8 @@ from typing import Any
 
 import torch
 import torch.nn.functional as F
-from torch import nn
 
+from benchmarks import seq2seq
 from benchmarks.common import autocast, base_parser, environment, interleave, setup, speed_ratio, table_result, throughput
 from benchmarks.report import table
 from core.training.plan.precision import cpu_computes_bf16
@@ -28,28 +28,24 @@ from nlp.model import Seq2SeqTransformer
 from vision.model import VisionTransformer
 
 VOCAB = 8000
-NLP_BATCH = (34, 26, 30)  # sentences, source and target tokens: 1,020 target tokens
+NLP_BATCH = (34, 26, 30)  # sentences, padded source and target lengths (about 1,020 target positions)
 VIT_BATCH = (128, 28)  # images, side in pixels
 
 
-def translation_step(quick: bool, device: torch.device) -> tuple[Callable[[bool], None], int]:
-    """A training step of ``transformer_mini`` (``quick``: a tiny one) and its target tokens."""
-    vocab, (batch, source, target) = (64, (4, 6, 6)) if quick else (VOCAB, NLP_BATCH)
-    size = dict(dim=32, num_heads=2, encoder_depth=1, decoder_depth=1, ffn_dim=64) if quick else dict(
-        dim=256, num_heads=4, encoder_depth=3, decoder_depth=3, ffn_dim=1024
-    )
-    model = Seq2SeqTransformer(vocab, vocab, norm_first=True, max_len=256, **size).to(device)
-    optimizer = torch.optim.Adam(model.parameters(), lr=1e-4)
-    src = torch.randint(3, vocab, (batch, source), device=device)
-    tgt = torch.randint(3, vocab, (batch, target + 1), device=device)
-
-    def step(bf16: bool) -> None:
-        with autocast(device, bf16):
-            logits = model(src, tgt[:, :-1])
-            loss = F.cross_entropy(logits.flatten(0, 1).float(), tgt[:, 1:].flatten(), label_smoothing=0.1)
-        update(model, optimizer, loss)
-
-    return step, batch * target
+def translation_step(quick: bool, device: torch.device) -> tuple[Callable[[bool], object], int]:
+    """A training step of ``transformer_mini`` (``quick``: a tiny one), :func:`benchmarks.seq2seq.make_train_step`
+    on right-padded random sentences, and its target tokens."""
+    size = seq2seq.QUICK_SIZE if quick else seq2seq.ModelSize(vocab=VOCAB, dim=256, heads=4, layers=3, ffn=1024, max_len=256)
+    batch, source, target = (4, 6, 6) if quick else NLP_BATCH
+    model = Seq2SeqTransformer(
+        size.vocab, size.vocab, dim=size.dim, num_heads=size.heads, encoder_depth=size.layers,
+        decoder_depth=size.layers, ffn_dim=size.ffn, max_len=size.max_len, norm_first=True,
+    ).to(device)
+    generator = torch.Generator().manual_seed(0)
+    src = seq2seq.random_batch(size, batch, source, device, generator)
+    tgt = seq2seq.random_batch(size, batch, target + 1, device, generator)
+    steps = {bf16: seq2seq.make_train_step(model, src, tgt[:, :-1], tgt[:, 1:], bf16) for bf16 in (False, True)}
+    return (lambda bf16: steps[bf16]()), int(tgt[:, 1:].ne(seq2seq.PAD_ID).sum())
 
 
 def vision_step(quick: bool, device: torch.device) -> tuple[Callable[[bool], None], int]:
@@ -62,18 +58,13 @@ def vision_step(quick: bool, device: torch.device) -> tuple[Callable[[bool], Non
     labels = torch.randint(0, 10, (batch,), device=device)
 
     def step(bf16: bool) -> None:
+        optimizer.zero_grad(set_to_none=True)
         with autocast(device, bf16):
             loss = F.cross_entropy(model(images).float(), labels, label_smoothing=0.1)
-        update(model, optimizer, loss)
+        loss.backward()
+        optimizer.step()
 
     return step, batch
-
-
-def update(model: nn.Module, optimizer: torch.optim.Optimizer, loss: torch.Tensor) -> None:
-    optimizer.zero_grad(set_to_none=True)
-    loss.backward()
-    nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-    optimizer.step()
 
 
 def main(argv: list[str] | None = None) -> dict[str, Any]:

@@ -369,7 +369,7 @@ at several concurrent clients, beside the offline command on the same images
 
 `python -m benchmarks.precision`: one training step of each head's CPU model, the two precisions
 alternated, on a CPU with AVX512-BF16; where bf16 is faster the head's default precision follows
-the hardware (`trainer.precision=auto`, translation), where it is slower the head stays in float32
+the hardware (`trainer.precision=auto`, translation), where it is not the head stays in float32
 (the ViT at width 128) ([Translation](docs/translation.md#precision)).
 
 {precision}

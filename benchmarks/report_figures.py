@@ -28,6 +28,10 @@ Figure names (``kind:argument:...``):
   image folder in memory costs at start and in memory, and its training speed over the files'
   (``benchmarks.scale_images``).
 - ``char-lm:output``: what the language model page's program printed (``benchmarks.char_lm``).
+- ``table:fine-tune:HEAD`` / ``table:fine-tune:HEAD:DATA``: starting from trained weights against
+  training from scratch (``benchmarks.fine_tune``; ``DATA``: the image folder's name), a table
+  with its machine and command; ``fine-tune:HEAD:DATA:CONTENDER`` (``DATA`` empty for nlp): one
+  contender's test accuracy (vision) or BLEU (nlp).
 
 Each figure is taken from the latest result that holds it.
 """
@@ -42,9 +46,9 @@ from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
-from benchmarks import quality_report
+from benchmarks import fine_tune, quality_report
 from benchmarks.quality_report import DEFAULTS, LOOP, NMT_DEFAULTS, NMT_LOOP, Quality
-from benchmarks.report import results_of, table
+from benchmarks.report import environment_line, results_of, table
 from core.files.atomic import atomic_path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -180,7 +184,35 @@ def char_lm(results: Results, what: str) -> str:
     return f"One run on {env['cpu_count']} CPU cores ({env['cpu']}, {env['time'][:10]}) printed:\n\n```text\n{found['output'].rstrip()}\n```"
 
 
+def fine_tune_result(results: Results, head: str, data: str) -> Mapping[str, Any]:
+    """The latest ``benchmarks.fine_tune`` result of ``head``, on the image folder named ``data`` if given."""
+    for result in results.latest("fine_tune"):
+        if result["head"] == head and (not data or Path(result["data"] or "").name == data):
+            return result
+    raise LookupError(f"no result of benchmarks.fine_tune for {head} {data}")
+
+
+def fine_tune_table(results: Results, head: str, data: str = "") -> str:
+    result = fine_tune_result(results, head, data)
+    origin = result["pretrained"]
+    module = "vision.train" if head == "vision" else "nlp.train"
+    metric = "test/acc" if head == "vision" else "test/bleu"
+    own = (origin["test"] or {}).get(metric)
+    scored = "" if own is None else f" (its own test: {100 * own:.1f}%)" if head == "vision" else f" (its own test: {own:.1f} BLEU)"
+    weights = f"The weights: `python -m {module} {' '.join(origin['overrides'] or [])}`{scored}."
+    return f"{fine_tune.markdown(result['rows'])}\n\n{weights} {environment_line(result)}"
+
+
+def fine_tune_figure(results: Results, head: str, data: str, contender: str) -> str:
+    row = next((row for row in fine_tune_result(results, head, data)["rows"] if row["contender"] == contender), None)
+    if row is None:
+        raise LookupError(f"the latest result of benchmarks.fine_tune for {head} has no contender {contender!r}")
+    return f"{100 * row['test_acc']:.1f}%" if head == "vision" else f"{row['bleu']:.1f} BLEU"
+
+
 FIGURES: dict[str, Callable[..., str]] = {
+    "table:fine-tune": fine_tune_table,
+    "fine-tune": fine_tune_figure,
     "table:vision": vision_table,
     "table:translation": translation_table,
     "lever": lever,

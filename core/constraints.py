@@ -76,6 +76,7 @@ POSITIVE = Check("a number above 0", lambda v: is_number(v) and v > 0)
 NON_NEGATIVE = Check("a number of at least 0", lambda v: is_number(v) and v >= 0)
 FRACTION = Check("a number in [0, 1)", lambda v: is_number(v) and 0 <= v < 1)
 PROBABILITY = Check("a number in [0, 1]", lambda v: is_number(v) and 0 <= v <= 1)
+DECAY = Check("a number in (0, 1]", lambda v: is_number(v) and 0 < v <= 1)
 ABOVE_ONE = Check("a number above 1", lambda v: is_number(v) and v > 1)
 ACTIVATION = one_of(tuple(ACTIVATIONS))
 

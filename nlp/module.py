@@ -15,7 +15,9 @@ from sacrebleu.metrics import BLEU, CHRF
 from torch import Tensor
 
 import core
+from core.errors import InputError
 from core.training.plan.budget import stepping_bound
+from core.training.pretrained import require_same_network
 from nlp.data.batching import pad_batch
 from nlp.decoding import (
     DEFAULT_MAX_LEN_A,
@@ -34,6 +36,7 @@ from nlp.data.tokenizer import SubwordTokenizer
 log = logging.getLogger(__name__)
 
 Batch = dict[str, Tensor]
+FREE_SETTINGS = ("dropout", "attn_dropout")  # the network settings trained weights do not fix
 
 
 class TranslationModule(pl.LightningModule):
@@ -249,6 +252,30 @@ class TranslationModule(pl.LightningModule):
         if directory and self.trainer.is_global_zero:
             Path(directory).mkdir(parents=True, exist_ok=True)
             self.tokenizer.save(Path(directory) / "tokenizer.json")
+
+    @classmethod
+    def pretrained_data(cls, path: str, output_dir: Path) -> dict[str, Any]:
+        """The data settings a translator to start from fixes (:mod:`core.training.pretrained`):
+        its tokenizer (written to ``output_dir/pretrained/``) and the ``max_len`` its sources were
+        encoded to, so the new corpus is encoded with the token ids the weights know."""
+        from nlp.hooks import checkpoint_data  # the evaluation's hook reads a checkpoint's the same way
+
+        return checkpoint_data(load_translator(path), output_dir / "pretrained")
+
+    def load_pretrained(self, path: str) -> list[str]:
+        """Start from a trained translator (``pretrained=PATH``: a checkpoint or an exported
+        directory), continued on this run's corpus (domain adaptation): the network settings
+        must be its own but for the dropout rates, and the data encoded with its tokenizer
+        (:meth:`pretrained_data`). Every weight is loaded; returns no fresh parameter."""
+        source = load_translator(path)
+        if source.hparams.tokenizer != self.hparams.tokenizer:
+            raise InputError(
+                f"pretrained={path} has another tokenizer than this run's data; drop data.tokenizer_path "
+                "(a run started from a translator encodes its corpus with the translator's tokenizer)"
+            )
+        require_same_network(path, source.hparams.model, self.hparams.model, Seq2SeqTransformer, FREE_SETTINGS)
+        self.net.load_state_dict(source.net.state_dict())
+        return []
 
     def on_load_checkpoint(self, checkpoint: dict[str, Any]) -> None:
         """Refuse to resume with token ids that mean something else than in the checkpoint."""

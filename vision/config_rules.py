@@ -11,6 +11,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from core.constraints import (
     AUTO,
+    DECAY,
     FRACTION,
     NON_NEGATIVE,
     POSITIVE,
@@ -47,6 +48,7 @@ RULES: tuple[Rule, ...] = (
     Rule(("model.stem",), STEM),
     Rule(("module.mixup_alpha", "module.cutmix_alpha"), or_auto(NON_NEGATIVE)),
     Rule(("module.warmup_epochs",), NON_NEGATIVE),
+    Rule(("module.layer_decay",), optional(DECAY)),
     Rule(("module.min_lr_ratio", "module.mixup_prob", "module.mixup_switch_prob"), PROBABILITY),
     Rule(("data.batch_size",), or_auto(POSITIVE_INT)),  # auto: sized from the budget (vision.data.batch_size)
     Rule(("data.num_classes", "data.train_size", "data.test_size"), POSITIVE_INT),

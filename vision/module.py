@@ -15,13 +15,14 @@ import torch.nn.functional as F
 from lightning.pytorch import LightningModule
 from timm.data import Mixup
 from timm.loss import LabelSmoothingCrossEntropy, SoftTargetCrossEntropy
-from timm.optim import param_groups_weight_decay
+from timm.optim import param_groups_layer_decay, param_groups_weight_decay
 from torch import Tensor, nn
 from torchmetrics import MetricCollection
 from torchmetrics.classification import MulticlassAccuracy
 
 from core import warmup_cosine
 from core.constraints import AUTO
+from core.training.pretrained import require_same_network
 from core.training.plan.budget import RunPlan, run_plan, stepping_bound, steps_per_epoch
 from core.errors import InputError
 from core.files.checkpoints import constructor_defaults, load_module
@@ -40,6 +41,9 @@ log = logging.getLogger(__name__)
 
 # VisionTransformer's settings with defaults, but the head's class count (the module's own argument).
 NETWORK_DEFAULTS = {name: value for name, value in constructor_defaults(VisionTransformer).items() if name != "num_classes"}
+# The network settings trained weights do not fix: the grid the positions are resampled to, the
+# regularization, the init of what is not loaded.
+FREE_SETTINGS = ("img_size", "drop_path", "dropout", "attn_dropout", "weight_init", "dynamic_img_size")
 
 
 def accuracy_metrics(num_classes: int) -> MetricCollection:
@@ -80,8 +84,9 @@ class ImageClassifier(LightningModule):
         cutmix_alpha: CutMix (Yun et al. 2019) Beta parameter; 0 = off; ``auto`` as above.
         mixup_prob: probability of mixing a batch at all.
         mixup_switch_prob: probability of CutMix instead of Mixup when both are on.
-        pretrained: a timm checkpoint file loaded into the model when fitting starts (resampling
-            ``pos_embed``; a head of another class count starts fresh).
+        layer_decay: layer-wise rate decay for fine-tuning (BEiT, Bao et al. 2022; timm's
+            ``--layer-decay``): encoder layer ``i`` of ``L`` trains at ``lr * layer_decay ** (L -
+            i)``, the embedding at ``layer_decay ** (L + 1)``, the head at ``lr``; None = one rate.
     """
 
     throughput_unit = "samples"
@@ -106,7 +111,7 @@ class ImageClassifier(LightningModule):
         cutmix_alpha: float | str = 0.0,
         mixup_prob: float = 1.0,
         mixup_switch_prob: float = 0.5,
-        pretrained: str | None = None,
+        layer_decay: float | None = None,
     ) -> None:
         super().__init__()
         # Checkpoints are read with weights_only=True, so hyperparameters must be plain types.
@@ -155,21 +160,41 @@ class ImageClassifier(LightningModule):
     @staticmethod
     def upgrade_hyperparameters(hparams: dict[str, Any]) -> dict[str, Any]:
         """A checkpoint's hyper-parameters in today's terms: a model saved before ``stem``
-        existed has the linear patch embedding (``stem="patch"``; the default is ``conv`` since)."""
+        existed has the linear patch embedding (``stem="patch"``; the default is ``conv`` since);
+        the timm weights a run started from (``pretrained``, a setting of the module then, of the
+        run now) do not rebuild it."""
         model = hparams.get("model")
         if isinstance(model, dict) and "stem" not in model:
             hparams = {**hparams, "model": {**model, "stem": "patch"}}
-        return hparams
+        return {key: value for key, value in hparams.items() if key != "pretrained"}
 
     def forward(self, images: Tensor) -> Tensor:
         """Images [B, 3, H, W] -> logits [B, num_classes]."""
         return self.net(images)
 
-    def setup(self, stage: str) -> None:
-        """Before fitting, load the ``pretrained`` timm weights if given."""
-        if stage == "fit" and self.hparams.pretrained:
-            skipped = self.net.load_timm_state_dict(read_timm_checkpoint(self.hparams.pretrained))
-            log.info("loaded %s%s", self.hparams.pretrained, f"; new {skipped}" if skipped else "")
+    @classmethod
+    def pretrained_data(cls, path: str, output_dir: Path) -> dict[str, Any]:
+        """The data settings trained weights fix (:mod:`core.training.pretrained`): none, a
+        classifier's weights serve any classes and, the positions resampled, any image size."""
+        return {}
+
+    def load_pretrained(self, path: str) -> list[str]:
+        """Start from trained weights (``pretrained=PATH``, :mod:`core.training.pretrained`): a
+        checkpoint (``.ckpt``) or exported directory of this head, whose network settings must
+        be this run's but for the image size and the dropout rates, or a timm weights file
+        (``.safetensors``, ``.pth``, ``.bin``; EMA weights preferred). ``pos_embed`` is resampled to
+        this run's grid; the classifier layer starts fresh when the classes differ (another count,
+        or, for this head's files, other names). Returns the names of the fresh parameters."""
+        if Path(path).is_dir() or Path(path).suffix == ".ckpt":
+            source = load_classifier(path)
+            require_same_network(path, source.hparams.model, self.hparams.model, VisionTransformer, FREE_SETTINGS)
+            state, new_head = source.net.state_dict(), source.hparams.class_names != self.hparams.class_names
+        else:
+            state, new_head = read_timm_checkpoint(path), False
+        try:
+            return self.net.load_pretrained_state_dict(state, new_head=new_head)
+        except ValueError as error:
+            raise InputError(f"pretrained={path}: {error}") from None
 
     def on_train_epoch_start(self) -> None:
         """Size the ``auto`` regularization to the run's plan at the start of every epoch."""
@@ -251,9 +276,16 @@ class ImageClassifier(LightningModule):
         """AdamW (no weight decay on biases, norms, the class token and position embeddings) with a
         per-step linear warmup and cosine decay, laid over the run's budget by
         :class:`core.training.plan.budget.TrainingBudget` (which also caps the warmup)."""
-        groups = param_groups_weight_decay(
-            self.net, self.hparams.weight_decay, no_weight_decay_list=self.net.no_weight_decay()
-        )
+        if self.hparams.layer_decay is None:
+            groups = param_groups_weight_decay(
+                self.net, self.hparams.weight_decay, no_weight_decay_list=self.net.no_weight_decay()
+            )
+        else:
+            groups = param_groups_layer_decay(
+                self.net, self.hparams.weight_decay, self.net.no_weight_decay(), layer_decay=self.hparams.layer_decay
+            )
+            for group in groups:  # the schedule scales each group's own peak
+                group["lr"] = self.hparams.lr * group.pop("lr_scale")
         optimizer = torch.optim.AdamW(groups, lr=self.hparams.lr, betas=tuple(self.hparams.betas))
         total_steps = stepping_bound(self.trainer)  # the budget callback refines it for max_time
         per_epoch = steps_per_epoch(self.trainer)

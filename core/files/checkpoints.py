@@ -6,6 +6,7 @@ import inspect
 import pickle
 import warnings
 from pathlib import Path
+from collections.abc import Collection
 from typing import Any, TypeVar
 
 import torch
@@ -132,6 +133,24 @@ def shown(value: Any) -> str:
     return text if len(text) <= 40 else text[:37] + "..."
 
 
+def settings_differences(
+    written: dict[str, Any], model: dict[str, Any], network: type, free: Collection[str] = ()
+) -> tuple[str, str] | None:
+    """How the model section ``written`` (a checkpoint's) differs from ``model`` (this run's)
+    outside the settings ``free``, or None where they agree: the differences
+    (``model.dim is 192 there and 128 here, ...``) and the settings that give the checkpoint's
+    network (``model.dim=192 ...``), in the config's order. A setting one leaves out counts as
+    ``network``'s constructor default (what a checkpoint that does not record it was built with)."""
+    defaults = constructor_defaults(network)
+    written, model = {**defaults, **written}, {**defaults, **model}
+    keys = [*model, *(key for key in written if key not in model)]
+    differing = [key for key in keys if key not in free and written.get(key, UNSET) != model.get(key, UNSET)]
+    if not differing:
+        return None
+    details = ", ".join(f"model.{key} is {shown(written.get(key, UNSET))} there and {shown(model.get(key, UNSET))} here" for key in differing)
+    return details, " ".join(f"model.{key}={shown(written[key])}" for key in differing if key in written)
+
+
 def require_fit(checkpoint: dict[str, Any], path: str | Path, module: nn.Module, model: dict[str, Any]) -> None:
     """Refuse to resume ``module`` (built from the settings ``model``) from a checkpoint whose
     weights do not fit it, naming what differs: the kind of module, else each ``model`` setting
@@ -154,15 +173,9 @@ def require_fit(checkpoint: dict[str, Any], path: str | Path, module: nn.Module,
             f"checkpoint {path} was written by another kind of model than this run's {kind} (settings it has and "
             f"a {kind} has not: {listed or 'none'}); resume from a checkpoint of a run of this command {fix}"
         )
-    # A setting a checkpoint does not record was the network class's default when it was written.
-    defaults = constructor_defaults(type(getattr(module, "net", module)))
-    written = {**defaults, **(hparams.get("model") if isinstance(hparams.get("model"), dict) else {})}
-    model = {**defaults, **model}
-    keys = [*model, *(key for key in written if key not in model)]  # in the config's order
-    differing = [key for key in keys if written.get(key, UNSET) != model.get(key, UNSET)]
-    if differing:
-        details = ", ".join(f"model.{key} is {shown(written.get(key, UNSET))} there and {shown(model.get(key, UNSET))} here" for key in differing)
-        settings = " ".join(f"model.{key}={shown(written[key])}" for key in differing if key in written)
+    written = hparams.get("model") if isinstance(hparams.get("model"), dict) else {}
+    if differences := settings_differences(written, model, type(getattr(module, "net", module))):
+        details, settings = differences
         raise InputError(f"checkpoint {path} does not fit this run's model: {details}; resume with the checkpoint's settings ({settings}) {fix}")
     name = unfit[0]
     there = tuple(saved[name].shape) if name in saved else "absent"

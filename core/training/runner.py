@@ -31,6 +31,7 @@ from core.training.callbacks.checkpoints import AtomicCheckpointIO
 from core.errors import InputError, TrainingDiverged
 from core.training.callbacks.faults import PreemptionCheckpoint, fit_or_preempt, run_directory_claimed
 from core.training.head import HeadData, HeadModule, require_members
+from core.training.pretrained import require_pretrained
 from core.training.callbacks.rank_seed import SeedPerRank
 from core.training.commands.config_check import validate_config
 
@@ -148,8 +149,10 @@ def train(cfg: DictConfig) -> float | None:
     :class:`core.training.plan.budget.TrainingBudget` (``cfg.budget``) laying the learning-rate schedule over
     the run's budget and validating the final weights when a budget ends it, and
     :class:`core.training.callbacks.faults.PreemptionCheckpoint` saving the current step on SIGTERM (the process
-    then exits with status 143); instantiate the datamodule and prepare it, so that the module
-    can be built from what the data defines (classes, tokenizer); optionally compile the
+    then exits with status 143); instantiate the datamodule (with the data settings that
+    ``cfg.pretrained``'s weights fix, a tokenizer) and prepare it, so that the module can be built
+    from what the data defines (classes, tokenizer); start the network from ``cfg.pretrained``'s
+    weights unless the run resumes (:mod:`core.training.pretrained`); optionally compile the
     network (``compile: true``, ``torch.compile`` keyword arguments in ``compile_options``); fit
     (resuming from ``cfg.ckpt_path``); validate once more if training stopped before any
     validation; test the best checkpoint, or the final weights when none was saved.
@@ -190,7 +193,16 @@ def fit_and_test(
         plugins=[AtomicCheckpointIO()],
         _convert_="all",  # plain dicts for Lightning, e.g. trainer.max_time={minutes: 10}
     )
-    datamodule: pl.LightningDataModule = instantiate(cfg.data, _convert_="all")
+    pretrained = cfg.get("pretrained")
+    data_settings = {}
+    if pretrained:
+        module_class = get_class(cfg.module._target_)
+        require_pretrained(module_class, pretrained)
+        source = ckpt_path or pretrained  # a resumed run holds what the weights fixed
+        data_settings = module_class.pretrained_data(str(source), output_dir)
+        if data_settings:
+            log.info("data settings of %s: %s", source, ", ".join(f"{key}={value}" for key, value in data_settings.items()))
+    datamodule: pl.LightningDataModule = instantiate(cfg.data, **data_settings, _convert_="all")
     require_members(datamodule, HeadData, f"data._target_={cfg.data._target_}")
     prepare_once(datamodule, cfg.data)
     datamodule.setup("fit")
@@ -201,6 +213,9 @@ def fit_and_test(
     check_model_target(cfg, module.net)
     if resumed is not None:
         require_fit(resumed, ckpt_path, module, model_kwargs(cfg))  # before Lightning's long shape error
+    elif pretrained:
+        fresh = module.load_pretrained(str(pretrained))
+        log.info("started from pretrained=%s%s", pretrained, f" (new: {', '.join(fresh)})" if fresh else "")
     if cfg.get("compile"):
         module.net.compile(**(cfg.get("compile_options") or {}))  # in place: state-dict keys unchanged
 

@@ -69,8 +69,8 @@ def test_timm_weights_are_refused_by_a_conv_stem() -> None:
     )
     shape = dict(img_size=16, patch_size=4, dim=32, depth=1, num_heads=2, mlp_ratio=4.0, num_classes=3, pos_embed="learned")
     with pytest.raises(ValueError, match="stem='patch'"):
-        VisionTransformer(**shape, stem="conv").load_timm_state_dict(reference.state_dict())
-    assert VisionTransformer(**shape, stem="patch").load_timm_state_dict(reference.state_dict()) == []
+        VisionTransformer(**shape, stem="conv").load_pretrained_state_dict(reference.state_dict())
+    assert VisionTransformer(**shape, stem="patch").load_pretrained_state_dict(reference.state_dict()) == []
 
 
 def test_from_scratch_presets_have_the_conv_stem_and_timm_presets_the_patch_embedding() -> None:

@@ -110,7 +110,7 @@ def test_resampling_keeps_the_function_on_the_original_grid() -> None:
     fixed = VisionTransformer.from_timm(reference).eval()
     dynamic = VisionTransformer.from_timm(reference, dynamic_img_size=True).eval()
     rebuilt = VisionTransformer.from_timm(reference, img_size=64).eval()
-    rebuilt.load_timm_state_dict(reference.state_dict())
+    rebuilt.load_pretrained_state_dict(reference.state_dict())
     images = torch.randn(2, 3, 32, 32)
     with torch.no_grad():
         torch.testing.assert_close(dynamic(images), fixed(images), atol=0, rtol=0)
@@ -126,14 +126,14 @@ def test_sincos_positions_are_fixed_and_not_saved() -> None:
     torch.testing.assert_close(model.pos_embed[0, 1:], sincos_2d(4, 4, 32))
     assert torch.equal(model.pos_embed[0, 0], torch.zeros(32))
     with pytest.raises(ValueError, match="pos_embed='learned'"):
-        model.load_timm_state_dict({"pos_embed": torch.zeros(1, 17, 32)})
+        model.load_pretrained_state_dict({"pos_embed": torch.zeros(1, 17, 32)})
 
 
 def test_head_of_another_class_count_is_left_fresh() -> None:
     reference = randomize(timm_cifar(num_classes=1000))
     ours = VisionTransformer(img_size=32, patch_size=4, num_classes=7, dim=48, depth=2, num_heads=3, pos_embed="learned", stem="patch")
     head_before = ours.head.weight.clone()
-    assert ours.load_timm_state_dict(reference.state_dict()) == ["head.weight", "head.bias"]
+    assert ours.load_pretrained_state_dict(reference.state_dict()) == ["head.weight", "head.bias"]
     assert torch.equal(ours.head.weight, head_before)
     torch.testing.assert_close(ours.encoder.layers[1].mlp.fc2.weight, reference.blocks[1].mlp.fc2.weight)
 
@@ -141,10 +141,10 @@ def test_head_of_another_class_count_is_left_fresh() -> None:
 def test_mismatched_architecture_is_refused() -> None:
     shallower = VisionTransformer(img_size=32, patch_size=4, dim=48, depth=1, num_heads=3, pos_embed="learned", stem="patch")
     with pytest.raises(ValueError, match=r"does not fit.*unexpected \['encoder.layers.1.attn.proj.bias'"):
-        shallower.load_timm_state_dict(timm_cifar().state_dict())
+        shallower.load_pretrained_state_dict(timm_cifar().state_dict())
     narrower = VisionTransformer(img_size=32, patch_size=4, dim=24, depth=2, num_heads=3, pos_embed="learned", stem="patch")
     with pytest.raises(ValueError, match=r"does not fit.*other shapes \['cls_token'"):
-        narrower.load_timm_state_dict(timm_cifar().state_dict())
+        narrower.load_pretrained_state_dict(timm_cifar().state_dict())
 
 
 def test_pooling_and_features() -> None:

@@ -11,6 +11,7 @@ from lightning.pytorch import Trainer
 from timm.models.vision_transformer import VisionTransformer as TimmViT
 from torch.utils.data import DataLoader, TensorDataset
 
+from core.errors import InputError
 from vision.module import ImageClassifier
 from tests.vision.vision_testdata import tiny_model_kwargs
 
@@ -77,15 +78,14 @@ def test_mixup_trains_on_soft_targets_and_needs_an_even_batch() -> None:
         module.training_step((torch.randn(3, 3, 16, 16), torch.tensor([0, 1, 2])), 0)
 
 
-def test_pretrained_timm_checkpoint_is_loaded_when_fitting_starts(tmp_path: Path) -> None:
+def test_a_timm_weights_file_is_loaded_with_a_new_head_for_other_classes(tmp_path: Path) -> None:
     timm_model = TimmViT(img_size=16, patch_size=4, embed_dim=32, depth=2, num_heads=2, mlp_ratio=2.0, num_classes=1000)
     path = tmp_path / "timm_vit.pth"
     torch.save({"state_dict": timm_model.state_dict()}, path)
-    module = classifier(pretrained=str(path), model=tiny_model_kwargs(pos_embed="learned", stem="patch"))
-    assert not torch.equal(module.net.pos_embed, timm_model.pos_embed)  # nothing is read at construction
-    module.setup("fit")
+    module = classifier(model=tiny_model_kwargs(pos_embed="learned", stem="patch"))
+    assert module.load_pretrained(str(path)) == ["head.weight", "head.bias"]
     torch.testing.assert_close(module.net.pos_embed, timm_model.pos_embed)
     torch.testing.assert_close(module.net.encoder.layers[1].attn.qkv.weight, timm_model.blocks[1].attn.qkv.weight)
     assert module.net.head.out_features == 4
-    with pytest.raises(FileNotFoundError, match="missing.pth does not exist"):
-        classifier(pretrained=str(tmp_path / "missing.pth")).setup("fit")
+    with pytest.raises(InputError, match="stem='patch'"):
+        classifier(model=tiny_model_kwargs(pos_embed="learned", stem="conv")).load_pretrained(str(path))

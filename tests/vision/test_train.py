@@ -16,7 +16,7 @@ from hydra import compose, initialize_config_dir
 from hydra.errors import ConfigCompositionException
 from hydra.utils import instantiate
 from omegaconf import OmegaConf
-from omegaconf.errors import MissingMandatoryValue
+from core.errors import InputError
 from PIL import Image
 
 from core import load_checkpoint, load_module
@@ -59,7 +59,7 @@ def test_default_run_is_the_cifar10_recipe_on_any_accelerator() -> None:
 @pytest.mark.parametrize("experiment", ["cifar10_vit", "cifar100_vit", "finetune_timm"])
 def test_experiments_compose_into_a_module(experiment: str) -> None:
     overrides = [f"experiment={experiment}", "paths.output_dir=/unused"]
-    cfg = vision_config(overrides + (["module.pretrained=vit.pth"] if experiment == "finetune_timm" else []))
+    cfg = vision_config(overrides + (["pretrained=vit.pth"] if experiment == "finetune_timm" else []))
     assert cfg.trainer.precision == "auto" and cfg.data.img_size == cfg.model.img_size
     with torch.device("meta"):
         module = instantiate(cfg.module, model=model_kwargs(cfg), num_classes=10, _convert_="all")
@@ -109,8 +109,8 @@ def test_cifar100_data_is_cifar10_with_its_own_dataset_and_statistics() -> None:
 
 def test_finetune_without_a_checkpoint_file_is_a_clear_error() -> None:
     cfg = vision_config(["experiment=finetune_timm", "paths.output_dir=/unused"])
-    with pytest.raises(MissingMandatoryValue, match="module.pretrained"):
-        instantiate(cfg.module, model=model_kwargs(cfg), num_classes=10, _convert_="all")
+    with pytest.raises(InputError, match="pretrained=PASS_A_TIMM_WEIGHTS_FILE is missing; pass a checkpoint"):
+        validate_config(cfg)
 
 
 def test_unknown_config_key_is_refused() -> None:

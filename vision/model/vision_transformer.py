@@ -190,28 +190,31 @@ class VisionTransformer(nn.Module):
         """The input size (H, W) the model was built for."""
         return self.patch_embed.img_size
 
-    def load_timm_state_dict(self, state_dict: dict[str, Tensor]) -> list[str]:
-        """Load a timm ``VisionTransformer`` state dict, resampling ``pos_embed`` (bicubic) to
-        this model's grid. A head of another class count is left at its fresh init, so an
-        ImageNet checkpoint can be fine-tuned on CIFAR.
+    def group_matcher(self, coarse: bool = False) -> dict[str, Any]:
+        """The parameters by depth, as timm's ``VisionTransformer`` groups them (what
+        ``timm.optim.param_groups_layer_decay`` reads for layer-wise rate decay): the embedding
+        (class token, positions, patch embedding) first, then one group per encoder layer, the
+        final norm with the last; the head is above them all."""
+        return {
+            "stem": r"^cls_token|^pos_embed|^patch_embed",
+            "blocks": [(r"^encoder\.layers\.(\d+)", None), (r"^encoder\.norm", (99999,))],
+        }
+
+    def load_pretrained_state_dict(self, state_dict: dict[str, Tensor], new_head: bool = False) -> list[str]:
+        """Load the weights of a ViT of this architecture, ours or timm's ``VisionTransformer``
+        (its keys renamed, :mod:`vision.model.timm_weights`), resampling ``pos_embed`` (bicubic)
+        to this model's grid. The classifier layer keeps its fresh init when ``new_head`` (other
+        classes) or when its class count differs, so an ImageNet checkpoint can be fine-tuned on
+        CIFAR.
 
         Returns the names of the parameters that were not loaded (the head, or nothing).
         """
-        if self.pos_embed_kind != "learned" and "pos_embed" in state_dict:
-            raise ValueError(
-                "timm checkpoints carry a learned pos_embed; build the model with pos_embed='learned'"
-            )
-        if not isinstance(self.patch_embed.stem, nn.Identity):
-            raise ValueError(
-                "timm checkpoints carry a linear patch embedding; build the model with stem='patch' "
-                "(model.stem=patch)"
-            )
         converted = convert_timm_state_dict(state_dict, self.patch_embed.grid_size, self.num_prefix_tokens)
         own = self.state_dict()
         skipped = [
             name
             for name in ("head.weight", "head.bias")
-            if name in converted and (name not in own or converted[name].shape != own[name].shape)
+            if name in converted and (new_head or name not in own or converted[name].shape != own[name].shape)
         ]
         for name in skipped:
             converted.pop(name)
@@ -219,10 +222,15 @@ class VisionTransformer(nn.Module):
         unexpected = sorted(set(converted) - set(own))
         resized = sorted(name for name in set(own) & set(converted) if own[name].shape != converted[name].shape)
         if missing or unexpected or resized:
+            if "pos_embed" in unexpected:
+                fix = "timm checkpoints carry a learned pos_embed; build the model with pos_embed='learned'"
+            elif any(name.startswith("patch_embed.stem.") for name in missing):
+                fix = "timm checkpoints carry a linear patch embedding; build the model with stem='patch' (model.stem=patch)"
+            else:
+                fix = "build the model with the checkpoint's architecture, e.g. via VisionTransformer.from_timm(timm_model)"
             raise ValueError(
-                f"the timm state dict does not fit this VisionTransformer (missing {missing}, unexpected "
-                f"{unexpected}, other shapes {resized}); build the model with the checkpoint's "
-                "architecture, e.g. via VisionTransformer.from_timm(timm_model)"
+                f"the state dict does not fit this VisionTransformer (missing {missing}, unexpected {unexpected}, "
+                f"other shapes {resized}); {fix}"
             )
         self.load_state_dict(converted, strict=False)
         return skipped
@@ -235,6 +243,6 @@ class VisionTransformer(nn.Module):
         config = timm_config(timm_model)
         config.update(overrides)
         model = cls(**config)
-        model.load_timm_state_dict(timm_model.state_dict())
+        model.load_pretrained_state_dict(timm_model.state_dict())
         return model
 

@@ -140,7 +140,19 @@ def resume_checkpoint(cfg: DictConfig) -> None:
     )
 
 
-RELATIONS: tuple[Callable[[DictConfig], None], ...] = (head_width, resume_checkpoint)
+def start_weights(cfg: DictConfig) -> None:
+    """Trained weights to start from (``pretrained``, :mod:`core.training.pretrained`) exist: a
+    checkpoint or weights file, or an exported model directory; a run that resumes
+    (``ckpt_path``) has them in its checkpoint already."""
+    path = OmegaConf.select(cfg, "pretrained")
+    if path is not None and OmegaConf.select(cfg, "ckpt_path") is None and not Path(path).exists():
+        raise InputError(
+            f"pretrained={path} is missing; pass a checkpoint (.ckpt), an exported model directory "
+            "(python -m <head>.export) or, for vision, a timm weights file, or pretrained=null"
+        )
+
+
+RELATIONS: tuple[Callable[[DictConfig], None], ...] = (head_width, resume_checkpoint, start_weights)
 
 
 def head_rules(cfg: DictConfig) -> ModuleType | None:

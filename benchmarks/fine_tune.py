@@ -36,7 +36,7 @@ from typing import Any
 import torch
 from omegaconf import OmegaConf
 
-from benchmarks import quality_nmt, quality_vision
+from benchmarks import corpora, quality_nmt, quality_vision
 from benchmarks.common import environment, run_training_cli, table_result
 from benchmarks.report import table
 from nlp.data.gettext import DEFAULT_LOCALE_DIR, read_gettext_corpus
@@ -78,12 +78,7 @@ def write_new_corpus(args: argparse.Namespace, directory: Path) -> dict[str, Pat
     ``args.train_pairs`` training passages, the whole val and test splits."""
     splits = read_gettext_corpus(args.locale_dir, args.src_lang, args.tgt_lang, args.join_words)
     splits["train"] = splits["train"][: args.train_pairs]
-    directory.mkdir(parents=True, exist_ok=True)
-    paths = {}
-    for split, pairs in splits.items():
-        paths[split] = directory / f"{split}.tsv"
-        paths[split].write_text("".join(f"{source}\t{target}\n" for source, target in pairs), encoding="utf-8")
-    return paths
+    return corpora.write_splits(directory, splits)
 
 
 def nlp_rows(args: argparse.Namespace, out_dir: Path) -> list[dict[str, Any]]:

@@ -8,7 +8,10 @@ corpus (``--corpus``, :data:`CORPORA`):
 - ``long-es-en``: Spanish -> English sentences of 25 to 64 words (median 33 Spanish, 28 English;
   10k pairs), each program's messages joined in order (``data.join_words=24``), written to TSV
   files and read with ``data=files`` as a user's own corpus would be;
-- ``gettext-fr-en``: French -> English program messages (53k pairs), ``data=gettext``.
+- ``gettext-fr-en``: French -> English program messages (53k pairs), ``data=gettext``;
+- ``long-many-en`` and ``many-en`` (named with ``--corpus`` only): the corpora of
+  :mod:`benchmarks.corpora`, every language into English, as long passages (30k+ pairs) and as
+  messages (300k+ pairs), with a held-back test of 300 pairs, built into ``OUT_DIR/corpora``.
 
 Both contenders get the same data: the same split, BPE tokenizer and truncation, built by the
 data config the CLI composes (one list of Hydra overrides drives both). The CLI runs as a user
@@ -54,11 +57,13 @@ import torch
 import torch.nn.functional as F
 from hydra import compose, initialize_config_dir
 from hydra.utils import instantiate
+from omegaconf import OmegaConf
 from sacrebleu.metrics import BLEU, CHRF
 from torch import Tensor, nn
 
 import core
 from core.training.plan.precision import hardware_precision
+from benchmarks import corpora
 from benchmarks.common import environment, run_training_cli, table_result
 from benchmarks.report import table
 from nlp.data.batching import Example, pad_batch
@@ -80,6 +85,7 @@ class PlainLoop:
     warmup_steps: int = 200  # linear warmup, then lr * sqrt(warmup / step)
     label_smoothing: float = 0.1
     clip_norm: float = 1.0
+    dropout: float = 0.1  # the tutorial's
     seed: int = 0
 
 
@@ -95,31 +101,34 @@ class Corpus:
     tgt_lang: str
     join_words: int = 0  # nlp.data.gettext's joining of messages into long sentences
     as_files: bool = False  # through data=files, as a user's own corpus
+    built: bool = False  # built by benchmarks.corpora (all languages into English), through data=files
 
 
 CORPORA = {
     "gettext-en-de": Corpus("en", "de"),
     "long-es-en": Corpus("es", "en", join_words=24, as_files=True),
     "gettext-fr-en": Corpus("fr", "en"),
+    "long-many-en": Corpus("mul", "en", built=True),
+    "many-en": Corpus("mul", "en", built=True),
 }
+PROVING = ("gettext-en-de", "long-es-en", "gettext-fr-en")  # the corpora run when none is named
 
 
 def write_tsv_splits(corpus: Corpus, locale_dir: str, directory: Path) -> dict[str, Path]:
     """The corpus's train/val/test splits as ``source<TAB>target`` files in ``directory``."""
-    splits = read_gettext_corpus(locale_dir, corpus.src_lang, corpus.tgt_lang, corpus.join_words)
-    directory.mkdir(parents=True, exist_ok=True)
-    paths = {}
-    for split, pairs in splits.items():
-        paths[split] = directory / f"{split}.tsv"
-        paths[split].write_text("".join(f"{source}\t{target}\n" for source, target in pairs), encoding="utf-8")
-    return paths
+    return corpora.write_splits(directory, read_gettext_corpus(locale_dir, corpus.src_lang, corpus.tgt_lang, corpus.join_words))
 
 
 def data_overrides(name: str, args: argparse.Namespace, out_dir: Path) -> list[str]:
     """The Hydra overrides both contenders share: corpus, languages, model size."""
     corpus = CORPORA[name]
     languages = [f"data.src_lang={corpus.src_lang}", f"data.tgt_lang={corpus.tgt_lang}"]
-    if corpus.as_files:
+    if corpus.built:
+        if not (out_dir / "corpora" / name / "build.json").is_file():
+            corpora.main([str(out_dir / "corpora"), "--corpora", name, "--locale-dir", str(args.locale_dir)])
+        paths = {split: out_dir / "corpora" / name / f"{split}.tsv" for split in ("train", "val", "test")}
+        overrides = ["data=files", f"data.train={paths['train']}", f"data.val={paths['val']}", f"data.test={paths['test']}"]
+    elif corpus.as_files:
         paths = write_tsv_splits(corpus, args.locale_dir, out_dir / name)
         overrides = ["data=files", f"data.train={paths['train']}", f"data.val={paths['val']}", f"data.test={paths['test']}"]
     else:
@@ -142,8 +151,8 @@ def cli_precision(overrides: list[str], device: str) -> str:
 
 
 def run_cli(seconds: float, overrides: list[str], run_dir: Path, device: str, threads: int) -> dict[str, Any]:
-    """``python -m nlp.train`` for ``seconds`` of training; the figures of its ``metrics.json`` and
-    the precision it trained in."""
+    """``python -m nlp.train`` for ``seconds`` of training; the figures of its ``metrics.json``, the
+    precision it trained in and its ``model.dropout``."""
     cli_overrides = [
         *overrides,
         f"trainer={'gpu' if device == 'cuda' else 'cpu'}",
@@ -161,6 +170,7 @@ def run_cli(seconds: float, overrides: list[str], run_dir: Path, device: str, th
         "train_seconds": metrics["fit_seconds"],
         "steps": metrics["optimizer_steps"],
         "precision": cli_precision(overrides, device),
+        "dropout": OmegaConf.load(run_dir / ".hydra" / "config.yaml").model.dropout,  # a number, or auto (nlp.recipe)
     }
 
 
@@ -169,19 +179,19 @@ class TutorialTransformer(nn.Module):
     final norms of its stacks), separate embeddings scaled by sqrt(d), a linear generator, every
     matrix Xavier-uniform initialized."""
 
-    def __init__(self, vocab_size: int, model: dict[str, Any], pad_id: int) -> None:
+    def __init__(self, vocab_size: int, model: dict[str, Any], pad_id: int, dropout: float) -> None:
         super().__init__()
         self.dim, self.pad_id, self.max_len = model["dim"], pad_id, model["max_len"]
         self.src_embed = nn.Embedding(vocab_size, self.dim)
         self.tgt_embed = nn.Embedding(vocab_size, self.dim)
-        self.pos_encoding = core.SinusoidalPositionalEncoding(self.dim, model["max_len"], model["dropout"])
+        self.pos_encoding = core.SinusoidalPositionalEncoding(self.dim, model["max_len"], dropout)
         self.transformer = nn.Transformer(
             d_model=self.dim,
             nhead=model["num_heads"],
             num_encoder_layers=model["encoder_depth"],
             num_decoder_layers=model["decoder_depth"],
             dim_feedforward=model["ffn_dim"],
-            dropout=model["dropout"],
+            dropout=dropout,
             batch_first=True,
         )
         self.generator = nn.Linear(self.dim, vocab_size)
@@ -306,7 +316,7 @@ def run_plain(
     tokenizer = datamodule.tokenizer
     assert tokenizer is not None
     torch.manual_seed(PLAIN_LOOP.seed)
-    model = TutorialTransformer(tokenizer.vocab_size, model_cfg, tokenizer.pad_id).to(device)
+    model = TutorialTransformer(tokenizer.vocab_size, model_cfg, tokenizer.pad_id, PLAIN_LOOP.dropout).to(device)
     trained = train_plain(model, datamodule.examples["train"], seconds, device)
     return {**evaluate_plain(model, datamodule.examples["test"], tokenizer, device), **trained}
 
@@ -330,7 +340,7 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--minutes", type=float, nargs="+", default=[8.0, 30.0], help="training budgets to compare")
     parser.add_argument("--device", default="cpu", choices=("cpu", "cuda"), help="cuda: the CLI with trainer=gpu")
     parser.add_argument("--threads", type=int, default=torch.get_num_threads(), help="CPU threads of both contenders")
-    parser.add_argument("--corpus", nargs="+", default=list(CORPORA), choices=list(CORPORA), help="proving corpora")
+    parser.add_argument("--corpus", nargs="+", default=list(PROVING), choices=list(CORPORA), help="proving corpora")
     parser.add_argument("--locale-dir", default=DEFAULT_LOCALE_DIR, help="directory of <lang>/LC_MESSAGES/*.mo")
     parser.add_argument(
         "--contenders", nargs="+", default=["cli", "loop"], choices=["cli", "loop"],

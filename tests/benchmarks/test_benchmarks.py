@@ -164,6 +164,11 @@ def test_quality_nmt_runs_the_cli_and_the_plain_loop_side_by_side(
     assert "| long-es-en | 0.05 | plain nn.Transformer loop |" in table
     alone = quality_nmt.main([*argv, "--corpus", "gettext-en-de", "--contenders", "loop"])
     assert [row["contender"] for row in alone["rows"]] == ["plain nn.Transformer loop"]
+    # A corpus of benchmarks.corpora is built into the output folder once and read with data=files.
+    built = quality_nmt.main([*argv, "--corpus", "long-many-en", "--contenders", "cli"])
+    record = json.loads((tmp_path / "runs" / "corpora" / "long-many-en" / "build.json").read_text())
+    assert record["languages"] == ["de", "es"] and record["counts"]["train"] == built["settings"]["corpora"]["long-many-en"]["pairs"]["train"]
+    assert f"data.train={tmp_path / 'runs' / 'corpora' / 'long-many-en' / 'train.tsv'}" in built["settings"]["corpora"]["long-many-en"]["overrides"]
 
 
 @pytest.mark.slow

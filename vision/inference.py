@@ -65,7 +65,7 @@ def top_k(classifier: ImageClassifier, batch: Tensor, k: int = 5) -> list[list[t
     classes when ``k`` exceeds their number."""
     if k < 1:
         raise ValueError(f"top_k needs k >= 1 classes per image, got k={k}")
-    probabilities = classifier.net(batch).softmax(dim=-1)
+    probabilities = classifier.classify(batch).softmax(dim=-1)
     values, indices = probabilities.topk(min(k, probabilities.shape[-1]), dim=-1)
     names = classifier.hparams.class_names
     return [

@@ -84,6 +84,9 @@ class ImageClassifier(LightningModule):
         cutmix_alpha: CutMix (Yun et al. 2019) Beta parameter; 0 = off; ``auto`` as above.
         mixup_prob: probability of mixing a batch at all.
         mixup_switch_prob: probability of CutMix instead of Mixup when both are on.
+        flip_tta: evaluation and prediction average the logits of each image and of its mirror
+            image (horizontal flip test-time augmentation); for classes a mirror does not change
+            (photos, not digits or letters).
         layer_decay: layer-wise rate decay for fine-tuning (BEiT, Bao et al. 2022; timm's
             ``--layer-decay``): encoder layer ``i`` of ``L`` trains at ``lr * layer_decay ** (L -
             i)``, the embedding at ``layer_decay ** (L + 1)``, the head at ``lr``; None = one rate.
@@ -111,6 +114,7 @@ class ImageClassifier(LightningModule):
         cutmix_alpha: float | str = 0.0,
         mixup_prob: float = 1.0,
         mixup_switch_prob: float = 0.5,
+        flip_tta: bool = False,
         layer_decay: float | None = None,
     ) -> None:
         super().__init__()
@@ -171,6 +175,12 @@ class ImageClassifier(LightningModule):
     def forward(self, images: Tensor) -> Tensor:
         """Images [B, 3, H, W] -> logits [B, num_classes]."""
         return self.net(images)
+
+    def classify(self, images: Tensor) -> Tensor:
+        """The logits [B, num_classes] evaluation and prediction use: the network's, averaged with
+        those of the mirrored images [B, 3, H, W] (flipped along the width) under ``flip_tta``."""
+        logits = self.net(images)
+        return (logits + self.net(images.flip(-1))) / 2 if self.hparams.flip_tta else logits
 
     @classmethod
     def pretrained_data(cls, path: str, output_dir: Path) -> dict[str, Any]:
@@ -259,7 +269,7 @@ class ImageClassifier(LightningModule):
     def evaluate(self, batch: tuple[Tensor, Tensor], metrics: MetricCollection, prefix: str) -> None:
         """Log ``{prefix}/loss`` and update and log the accuracy metrics on hard labels."""
         images, targets = batch
-        logits = self.net(images)
+        logits = self.classify(images)
         metrics.update(logits, targets)
         self.log(f"{prefix}/loss", F.cross_entropy(logits, targets), sync_dist=True)
         self.log_dict(metrics, prog_bar=prefix == "val")

@@ -1,4 +1,4 @@
-"""``python -m vision.predict CKPT IMAGE... [--top-k 5] [--batch-size 64] [--json]``: the most
+"""``python -m vision.predict CKPT IMAGE... [--top-k 5] [--batch-size 64] [--flip-tta] [--json]``: the most
 probable classes of each image under a trained Vision Transformer.
 
 Images are read, classified and printed ``--batch-size`` at a time, so any number of them can be
@@ -37,6 +37,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     )
     parser.add_argument(
         "--batch-size", type=positive_int, default=64, help="images read and classified together (default 64)"
+    )
+    parser.add_argument(
+        "--flip-tta", action="store_true", help="average each image's prediction with its mirror image's (test-time augmentation)"
     )
     parser.add_argument("--json", action="store_true", help="print one JSON object instead of text")
     add_device_option(parser)
@@ -86,6 +89,8 @@ def main(argv: list[str] | None = None) -> None:
     from vision.module import load_classifier  # torch, timm and Lightning load after the arguments are read
 
     classifier = load_classifier(args.checkpoint, args.device)
+    if args.flip_tta:
+        classifier.hparams.flip_tta = True
     results = predictions(classifier, args.images, args.top_k, args.batch_size)
     if args.json:
         write_json(args.checkpoint, results)

@@ -49,6 +49,26 @@ def test_predict_top_k_beyond_the_classes_lists_them_all(
     assert lines[0] == image and sorted(line.split()[-1] for line in lines[1:]) == ["cat", "dog", "owl"]
 
 
+def test_predict_with_flip_tta_averages_each_image_with_its_mirror(
+    checkpoint: str, tmp_path: Path, capsys: pytest.CaptureFixture
+) -> None:
+    image = str(write_image(tmp_path / "a.png"))
+    classifier = load_module(ImageClassifier, checkpoint)
+    batch = inference.preprocess(classifier, [inference.load_image(image)])
+    with torch.no_grad():
+        expected = ((classifier.net(batch) + classifier.net(batch.flip(-1))) / 2).softmax(-1)[0]
+        plain = classifier.net(batch).softmax(-1)[0]
+    outputs = {}
+    for flags in ([], ["--flip-tta"]):
+        predict.main([checkpoint, image, "--top-k", "3", "--json", *flags])
+        ranked = json.loads(capsys.readouterr().out)["results"][0]["predictions"]
+        outputs[bool(flags)] = {entry["class"]: entry["probability"] for entry in ranked}
+    names = classifier.hparams.class_names
+    assert outputs[True] == pytest.approx({name: float(expected[i]) for i, name in enumerate(names)}, abs=1e-6)
+    assert outputs[False] == pytest.approx({name: float(plain[i]) for i, name in enumerate(names)}, abs=1e-6)
+    assert outputs[True] != pytest.approx(outputs[False], abs=1e-6)
+
+
 def test_explain_refuses_a_directory_or_another_suffix(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
     image = str(write_image(tmp_path / "a.png"))
     for out, message in [

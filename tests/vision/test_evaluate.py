@@ -79,6 +79,19 @@ def test_metrics_match_an_independent_count_and_the_confusion_matrix_is_drawn(
         assert picture.format == "PNG" and min(picture.size) > 200
 
 
+def test_flip_tta_scores_each_image_with_its_mirror(checkpoint: Path, folder: Path, tmp_path: Path) -> None:
+    overrides = [f"ckpt_path={checkpoint}", *(override.format(folder=folder) for override in FOLDER)]
+    metrics = evaluate_checkpoint(eval_config(tmp_path, *overrides, "module.flip_tta=true"), HEAD)
+    classifier = load_classifier(checkpoint)
+    paths = [path for name in CLASSES for path in sorted((folder / "test" / name).iterdir())]
+    labels = torch.tensor([index for index, name in enumerate(CLASSES) for _ in range(TEST_IMAGES[name])])
+    with torch.no_grad():
+        batch = preprocess(classifier, [load_image(path) for path in paths])
+        logits = (classifier.net(batch) + classifier.net(batch.flip(-1))) / 2
+    assert metrics["test/loss"] == pytest.approx(float(torch.nn.functional.cross_entropy(logits, labels)), rel=1e-4)
+    assert metrics["test/acc"] == pytest.approx(float((logits.argmax(-1) == labels).float().mean()))
+
+
 def test_without_data_the_training_runs_data_is_used_and_val_is_a_split(
     checkpoint: Path, folder: Path, tmp_path: Path
 ) -> None:

@@ -78,6 +78,20 @@ def test_mixup_trains_on_soft_targets_and_needs_an_even_batch() -> None:
         module.training_step((torch.randn(3, 3, 16, 16), torch.tensor([0, 1, 2])), 0)
 
 
+def test_flip_tta_averages_the_logits_of_an_image_and_its_mirror() -> None:
+    torch.manual_seed(0)
+    images, labels = torch.randn(4, 3, 16, 16), torch.tensor([0, 1, 2, 3])
+    module = classifier(flip_tta=True).eval()
+    with torch.no_grad():
+        expected = (module.net(images) + module.net(torch.flip(images, dims=[3]))) / 2
+        torch.testing.assert_close(module.classify(images), expected)
+        plain = classifier().eval()
+        torch.testing.assert_close(plain.classify(images), plain.net(images))
+    (tested,) = quiet_trainer().test(module, DataLoader(TensorDataset(images, labels), batch_size=4))
+    assert tested["test/acc"] == pytest.approx(float((expected.argmax(-1) == labels).float().mean()))
+    assert tested["test/loss"] == pytest.approx(float(torch.nn.functional.cross_entropy(expected, labels)), rel=1e-5)
+
+
 def test_a_timm_weights_file_is_loaded_with_a_new_head_for_other_classes(tmp_path: Path) -> None:
     timm_model = TimmViT(img_size=16, patch_size=4, embed_dim=32, depth=2, num_heads=2, mlp_ratio=2.0, num_classes=1000)
     path = tmp_path / "timm_vit.pth"

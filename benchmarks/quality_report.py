@@ -12,7 +12,9 @@ range. The vision CLI's rows are named by the recipe they trained with: the patc
 convolutional stem is the default since it was measured on four sets; rows recorded before carry
 ``stem: patch`` or ``+ model.stem=conv``) and the warmup cap (``budget.max_warmup_fraction``,
 recorded in each row since the cap of ``conf/vision.yaml`` moved from 0.1 to 0.3; rows without it
-ran with 0.1). A recipe other than today's defaults is either an earlier default (the history) or
+ran with 0.1). The translation CLI's rows are named by their precision and their dropout (a row
+that recorded no ``dropout`` ran with 0.1, before ``model.dropout: auto``). A recipe other than
+today's defaults is either an earlier default (the history) or
 a lever (an override under test); each is set against the defaults it changes, on the seeds both
 have, and told in words under the one table of today's defaults against the loop.
 """
@@ -46,9 +48,10 @@ DEFAULTS = "vision.train defaults"
 PATCH = "vision.train defaults, linear patch embedding"
 NMT_LOOP = "plain nn.Transformer loop"
 NMT_DEFAULTS = "nlp.train defaults"
-NMT_FLOAT32 = "nlp.train defaults, float32"
 PRECISION = "trainer.precision="
 FLOAT32 = "32-true"  # the precision of a row that did not record its own (before trainer.precision=auto)
+DROPOUT = "model.dropout="
+LEGACY_DROPOUT = 0.1  # the translation presets' dropout when a row did not record its own
 STEM = "model.stem="
 WARMUP_CAP = "budget.max_warmup_fraction="
 LEGACY_WARMUP_CAP = 0.1  # conf/vision.yaml's cap when a row did not record its own
@@ -69,7 +72,13 @@ LEVER_NAMES = {
     "module.lr=4e-3": "The peak rate scaled with the batch (4e-3 instead of 2e-3)",
     "model.weight_init=mimetic": "Mimetic initialization of the attention weights",
     "trainer.precision=32-true": "Float32 instead of bf16 autocast",
+    "model.dropout=0.1": "Dropout 0.1 at every budget instead of sized to the planned passes",
 }
+
+
+def default_dropout() -> float | str:
+    """Today's ``model.dropout`` of the translation CPU preset (``conf/model/transformer_mini.yaml``)."""
+    return OmegaConf.load(CONF / "model" / "transformer_mini.yaml").model.dropout
 
 
 def default_warmup_cap() -> float:
@@ -146,9 +155,9 @@ def vision_contender(row: Mapping[str, Any], settings: Mapping[str, Any], defaul
 
 
 def is_history(lever: str) -> bool:
-    """An earlier default (the patch embedding, the warmup cap, translation in float32), not an
-    override under test."""
-    return lever.startswith((STEM, WARMUP_CAP)) or lever == f"{PRECISION}{FLOAT32}"
+    """An earlier default (the patch embedding, the warmup cap, translation in float32 or with
+    dropout 0.1), not an override under test."""
+    return lever.startswith((STEM, WARMUP_CAP)) or lever in (f"{PRECISION}{FLOAT32}", f"{DROPOUT}{LEGACY_DROPOUT}")
 
 
 def vision_data(row: Mapping[str, Any], settings: Mapping[str, Any]) -> str:
@@ -178,25 +187,29 @@ def vision_runs(results: Iterable[Mapping[str, Any]], default_cap: float) -> lis
     return list(latest.values())
 
 
-def nmt_contender(row: Mapping[str, Any]) -> Contender:
+def nmt_contender(row: Mapping[str, Any], default_dropout: float | str = LEGACY_DROPOUT) -> Contender:
     """The row's line in the tables: the loop, the defaults by their precision (bf16 autocast
-    today, float32 before ``trainer.precision=auto``), or a lever under test as
-    ``<those defaults> + <overrides>``."""
+    today, float32 before ``trainer.precision=auto``) and their dropout where it is not today's
+    ``default_dropout`` (``auto`` today; a row that recorded none ran with 0.1), or a lever under
+    test as ``<those defaults> + <overrides>``."""
     name = row["contender"]
     if name == NMT_LOOP:
         return Contender(NMT_LOOP)
     extras = [part.strip() for part in name.split(" + ")[1:]]
-    precision = row.get("precision", FLOAT32)
-    own = NMT_FLOAT32 if precision == FLOAT32 else NMT_DEFAULTS
-    levers = [extra for extra in extras if not extra.startswith(PRECISION)]
+    dropout = row.get("dropout", LEGACY_DROPOUT)
+    recipe = NMT_DEFAULTS if dropout == default_dropout else f"{NMT_DEFAULTS}, dropout {dropout}"
+    own = f"{recipe}, float32" if row.get("precision", FLOAT32) == FLOAT32 else recipe
+    levers = [extra for extra in extras if not extra.startswith((PRECISION, DROPOUT))]
     if levers:
         return Contender(" + ".join([own, *levers]), own, " + ".join(levers))
-    if own == NMT_FLOAT32:
-        return Contender(own, NMT_DEFAULTS, f"{PRECISION}{FLOAT32}")
+    if own != recipe:
+        return Contender(own, recipe, f"{PRECISION}{FLOAT32}")
+    if recipe != NMT_DEFAULTS:
+        return Contender(recipe, NMT_DEFAULTS, f"{DROPOUT}{dropout}")
     return Contender(NMT_DEFAULTS)
 
 
-def nmt_runs(results: Iterable[Mapping[str, Any]]) -> list[Run]:
+def nmt_runs(results: Iterable[Mapping[str, Any]], default_dropout: float | str) -> list[Run]:
     """The latest run of each (corpus, minutes, contender); lines from before corpora were named
     are skipped."""
     latest: dict[tuple, Run] = {}
@@ -204,7 +217,7 @@ def nmt_runs(results: Iterable[Mapping[str, Any]]) -> list[Run]:
         for row in result["rows"]:
             if "corpus" not in row:
                 continue
-            contender = nmt_contender(row)
+            contender = nmt_contender(row, default_dropout)
             run = Run(
                 row["corpus"], length_of(row), int(row.get("seed", 0)), contender.name, row["bleu"],
                 row.get("train_tokens_per_second"), None, result["env"]["time"],
@@ -311,19 +324,22 @@ class Quality:
 
     @property
     def nmt_order(self) -> tuple[str, ...]:
-        """The figure's lines: the loop, the float32 defaults of before, today's defaults (each where
-        it has a figure)."""
+        """The figure's lines: the loop, each recipe of the defaults other than today's (without
+        levers), today's defaults (each where it has a figure)."""
         present = {name for _, _, name in self.nmt}
-        return tuple(name for name in (NMT_LOOP, NMT_FLOAT32, NMT_DEFAULTS) if name in present)
+        others = sorted(name for name in present if name not in (NMT_LOOP, NMT_DEFAULTS) and " + " not in name)
+        return tuple(name for name in (NMT_LOOP, *others, NMT_DEFAULTS) if name in present)
 
 
-def measure(results_dir: Path, default_cap: float | None = None) -> Quality:
+def measure(results_dir: Path, default_cap: float | None = None, dropout: float | str | None = None) -> Quality:
     """The figures of the quality result files in ``results_dir``; ``default_cap``: today's vision
-    warmup cap (default: ``conf/vision.yaml``'s)."""
+    warmup cap (default: ``conf/vision.yaml``'s); ``dropout``: today's translation dropout
+    (default: ``conf/model/transformer_mini.yaml``'s)."""
     cap = default_warmup_cap() if default_cap is None else default_cap
     lines = read_lines(sorted(results_dir.glob("quality_vision*.jsonl")), "quality_vision")
     vision_best = best_rate(vision_runs(lines, cap))
-    nmt_best = nmt_runs(read_lines(sorted(results_dir.glob("quality_nmt*.jsonl")), "quality_nmt"))
+    nmt_lines = read_lines(sorted(results_dir.glob("quality_nmt*.jsonl")), "quality_nmt")
+    nmt_best = nmt_runs(nmt_lines, default_dropout() if dropout is None else dropout)
     return Quality(vision_best, cells(vision_best), nmt_best, cells(nmt_best))
 
 
@@ -503,10 +519,12 @@ def speed_rows(figures: Mapping[tuple, Cell], ours: str, loop: str, prefix: str)
     return rows
 
 
-def render(results_dir: Path, figures_dir: Path | None, default_cap: float | None = None) -> str:
+def render(
+    results_dir: Path, figures_dir: Path | None, default_cap: float | None = None, dropout: float | str | None = None
+) -> str:
     """The page's Markdown; with ``figures_dir``, the figures are written there too.
-    ``default_cap``: today's vision warmup cap (default: ``conf/vision.yaml``'s)."""
-    quality = measure(results_dir, default_cap)
+    ``default_cap`` and ``dropout``: as :func:`measure` takes them."""
+    quality = measure(results_dir, default_cap, dropout)
     vision, nmt = quality.vision, quality.nmt
     if figures_dir is not None:
         if vision:
@@ -590,8 +608,10 @@ the same minutes. What was tried for the translation defaults, and why they are 
 ### History
 
 Translation trains in bf16 autocast where the hardware computes bfloat16
-(`trainer.precision=auto`); before, it trained in float32. The float32 defaults against today's,
-at the same corpus, budget and seeds (their figure first, then today's, and the difference):
+(`trainer.precision=auto`; before, in float32) and sizes `transformer_mini`'s dropout to the
+planned passes over the corpus (`model.dropout: auto`; before, 0.1 at every budget). Each earlier
+recipe against the defaults it was replaced by, at the same corpus, budget and seeds (its figure
+first, then theirs, and the difference):
 
 {nmt_history}
 

@@ -109,12 +109,14 @@ def translation_table(results: Results) -> str:
 
 
 def lever_effects(results: Results, lever: str) -> list[quality_report.Effect]:
-    """The lever's effects in the vision results, else in the translation results."""
+    """The lever's effects in the vision results, else in the translation results: against today's
+    defaults where it was measured against them, else against the earlier defaults it changed."""
     quality = results.quality
     found = quality_report.effects(quality.vision_runs).get(lever) or quality_report.effects(quality.nmt_runs).get(lever)
     if not found:
         raise LookupError(f"the quality results measure no lever {lever!r}")
-    return found
+    today = [effect for effect in found if effect.against in (DEFAULTS, NMT_DEFAULTS)]
+    return today or found
 
 
 def lever(results: Results, override: str) -> str:

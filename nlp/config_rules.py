@@ -9,7 +9,7 @@ from pathlib import Path
 
 from omegaconf import DictConfig, OmegaConf
 
-from core.constraints import NON_NEGATIVE, NON_NEGATIVE_INT, POSITIVE, POSITIVE_INT, PROBABILITY, optional
+from core.constraints import FRACTION, NON_NEGATIVE, NON_NEGATIVE_INT, POSITIVE, POSITIVE_INT, PROBABILITY, optional, or_auto
 from core.errors import InputError
 from core.training.commands.config_check import Rule, require_file
 from nlp.constraints import CORPUS, JOIN_WORDS, MAX_LEN, MAX_TOKENS, PAD_TO_MULTIPLE, VOCAB_SIZE
@@ -17,6 +17,7 @@ from nlp.constraints import CORPUS, JOIN_WORDS, MAX_LEN, MAX_TOKENS, PAD_TO_MULT
 RULES: tuple[Rule, ...] = (
     Rule(("model.encoder_depth", "model.decoder_depth", "model.ffn_dim"), POSITIVE_INT),
     Rule(("model.max_len",), MAX_LEN),
+    Rule(("model.dropout",), or_auto(FRACTION)),  # auto: sized to the planned passes (nlp.recipe)
     Rule(("module.eps",), POSITIVE),
     Rule(("module.length_penalty",), NON_NEGATIVE),
     Rule(("module.warmup_steps",), POSITIVE_INT),  # the inverse square root divides by it

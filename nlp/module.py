@@ -16,7 +16,8 @@ from torch import Tensor
 
 import core
 from core.errors import InputError
-from core.training.plan.budget import stepping_bound
+from core.constraints import AUTO
+from core.training.plan.budget import RunPlan, run_plan, stepping_bound
 from core.training.pretrained import require_same_network
 from nlp.data.batching import pad_batch
 from nlp.decoding import (
@@ -32,6 +33,7 @@ from nlp.decoding import (
 from nlp.data.encoding import encode_sources
 from nlp.model import Seq2SeqTransformer
 from nlp.data.tokenizer import SubwordTokenizer
+from nlp.recipe import FULL_DROPOUT, dropout as planned_dropout
 
 log = logging.getLogger(__name__)
 
@@ -54,7 +56,8 @@ class TranslationModule(pl.LightningModule):
 
     Args:
         model: keyword arguments of :class:`Seq2SeqTransformer` besides the vocabulary sizes and
-            special-token ids, which come from the tokenizer.
+            special-token ids, which come from the tokenizer; ``dropout: auto`` is sized to the
+            run's planned passes over the corpus (:mod:`nlp.recipe`).
         tokenizer: the tokenizer's JSON string (:meth:`SubwordTokenizer.to_json`).
         source_max_len: the data's ``max_len``: sources are encoded as at most
             ``source_max_len - 1`` subwords and ``</s>`` (:mod:`nlp.data.encoding`); None is the
@@ -108,7 +111,11 @@ class TranslationModule(pl.LightningModule):
         self.tokenizer = SubwordTokenizer.from_json(tokenizer)
         vocab_size = self.tokenizer.vocab_size
         special_ids = {"pad_id": self.tokenizer.pad_id, "bos_id": self.tokenizer.bos_id, "eos_id": self.tokenizer.eos_id}
-        self.net = Seq2SeqTransformer(vocab_size, vocab_size, **special_ids, **model)
+        # An auto dropout builds the dropout layers at the full rate; follow_plan scales them.
+        full = {"dropout": FULL_DROPOUT} if model.get("dropout") == AUTO else {}
+        self.net = Seq2SeqTransformer(vocab_size, vocab_size, **special_ids, **{**model, **full})
+        self.auto_dropout: float | None = None  # the auto dropout in force
+        self.followed_plan: RunPlan | None = None  # the plan it was sized to
         self.bleu, self.chrf = BLEU(), CHRF()
         self.hypotheses: list[str] = []
         self.references: list[str] = []
@@ -129,6 +136,32 @@ class TranslationModule(pl.LightningModule):
             label_smoothing=self.hparams.label_smoothing,
         )
         return loss, int(target_out.ne(self.tokenizer.pad_id).sum())
+
+    def on_train_epoch_start(self) -> None:
+        """Size an ``auto`` dropout to the run's plan at the start of every epoch."""
+        self.follow_plan()
+
+    def on_train_batch_start(self, batch: Any, batch_idx: int) -> None:
+        """A time budget is planned once its first steps are timed: follow the plan from then on."""
+        if self.followed_plan is None:
+            self.follow_plan()
+
+    def follow_plan(self) -> None:
+        """With ``model.dropout: auto``, set every dropout layer of the network to
+        :func:`nlp.recipe.dropout` of the planned passes (:func:`core.training.plan.budget.run_plan`,
+        the same on every process; none while a time budget is being measured); log it when it
+        changes."""
+        if self.hparams.model.get("dropout") != AUTO:
+            return
+        plan = self.followed_plan = run_plan(self.trainer)
+        epochs = plan.epochs if plan is not None else 0.0
+        rate = planned_dropout(epochs)
+        for layer in self.net.modules():
+            if isinstance(layer, torch.nn.Dropout):
+                layer.p = rate
+        if rate != self.auto_dropout:
+            log.info("dropout %.3g for %.3g planned passes over the corpus (model.dropout=auto)", rate, epochs)
+            self.auto_dropout = rate
 
     def training_step(self, batch: Batch, batch_idx: int) -> Tensor:
         """The label-smoothed loss of one batch, logged per target token."""

@@ -36,13 +36,13 @@ def test_the_rules_of_arguments_and_configs_import_no_torch() -> None:
     """What the constructors accept and the config rules built on it load without torch, so the
     training commands refuse a bad value before the heavy imports."""
     root = Path(core.__file__).parents[1]
-    for path in ("core/constraints.py", "core/training/commands/config_check.py", "nlp/constraints.py", "nlp/config_rules.py",
-                 "vision/constraints.py", "vision/config_rules.py", "vision/recipe.py"):
+    for path in ("core/constraints.py", "core/training/commands/config_check.py", "core/training/plan/lengths.py",
+                 "nlp/constraints.py", "nlp/config_rules.py", "vision/constraints.py", "vision/config_rules.py", "vision/recipe.py"):
         imported = imported_modules(root / path)
         assert not {module for module in imported if module.split(".")[0] in ("torch", "lightning", "timm", "numpy")}, path
         local = {module for module in imported if module.split(".")[0] in ("core", "nlp", "vision")}
         assert local <= {"core.constraints", "core.errors", "core.training.commands.config_check", "core.files.model_directory",
-                         "core.files.atomic", "nlp.constraints",
+                         "core.files.atomic", "core.training.plan.lengths", "nlp.constraints",
                          "vision.constraints", "vision.recipe"}, (path, local)
 
 
@@ -53,9 +53,10 @@ def test_each_head_keeps_commands_on_top_and_the_rest_in_wings() -> None:
     alike (data, model, export, analysis). The third head of the tests is laid out the same way."""
     root = Path(core.__file__).parents[1]
     shared = {"__init__", "train", "evaluate", "head", "hooks", "module", "config_rules", "constraints"}
+    both = {"recipe", "serve"}  # the run's regularization sized to its length; the HTTP server
     tops = {
-        "vision": shared | {"predict", "explain", "inference", "recipe", "serve"},
-        "nlp": shared | {"translate", "average", "decoding", "serve"},
+        "vision": shared | both | {"predict", "explain", "inference"},
+        "nlp": shared | both | {"translate", "average", "decoding"},
     }
     wings = {"data", "model", "export", "analysis"}
     for head, top in tops.items():

@@ -30,6 +30,8 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+from core.training.plan.lengths import ramp
+
 START_EPOCHS = 10.0
 MIX_START_EPOCHS = 30.0
 FULL_EPOCHS = 100.0
@@ -57,20 +59,12 @@ class Regularization:
     drop_path: float  # stochastic depth of the last layer
 
 
-def ramp(length: float, start: float, full: float = FULL_EPOCHS) -> float:
-    """0 up to a ``length`` (epochs or steps) of ``start``, 1 from ``full`` on, linear in
-    log(length) between."""
-    if not length > start:  # NaN included
-        return 0.0
-    return min(1.0, math.log(length / start) / math.log(full / start))
-
-
 def regularization(epochs: float, steps: float = math.inf) -> Regularization:
     """The regularization of a run of ``epochs`` planned epochs and ``steps`` planned optimizer
     steps (see the module docstring)."""
     fitted = ramp(steps, START_STEPS, FULL_STEPS)
-    augment = min(ramp(epochs, START_EPOCHS), fitted)
-    mixing = min(ramp(epochs, MIX_START_EPOCHS), fitted)
+    augment = min(ramp(epochs, START_EPOCHS, FULL_EPOCHS), fitted)
+    mixing = min(ramp(epochs, MIX_START_EPOCHS, FULL_EPOCHS), fitted)
     return Regularization(
         rand_augment=augment,
         re_prob=FULL_RE_PROB * mixing,

@@ -10,7 +10,9 @@ import json
 from pathlib import Path
 
 from benchmarks import quality_report
-from benchmarks.quality_report import DEFAULTS, LOOP, NMT_DEFAULTS, NMT_FLOAT32, NMT_LOOP, PATCH, Contender
+from benchmarks.quality_report import DEFAULTS, LOOP, NMT_DEFAULTS, NMT_LOOP, PATCH, Contender
+
+NMT_FLOAT32 = f"{NMT_DEFAULTS}, float32"
 
 
 def vision_line(time: str, rows: list[dict], stem: str = "patch") -> str:
@@ -57,7 +59,7 @@ def cells_of(page: str, start: str) -> list[str]:
 
 def test_tables_take_the_latest_run_the_loops_best_rate_and_the_mean_of_seeds(tmp_path: Path) -> None:
     write_results(tmp_path / "results")
-    page = quality_report.render(tmp_path / "results", tmp_path / "figures", default_cap=0.1)  # the lines' cap
+    page = quality_report.render(tmp_path / "results", tmp_path / "figures", default_cap=0.1, dropout=0.1)  # the lines'
     cells = cells_of(page, "| glyphs | 3 epochs |")
     assert cells[2] == "25.0"  # the loop's best of its rates 1e-3, 2e-3, 4e-3
     assert cells[3] == "50.0 (40.0-60.0, 2 seeds)"  # conv stem: the override of seed 0, the default of seed 1
@@ -161,11 +163,25 @@ def test_translation_runs_are_named_by_their_precision_and_float32_is_history(tm
         nmt("2026-01-02T00:00:01", [{"corpus": "toy", "minutes": 8.0, "contender": f"{cli} + trainer.precision=32-true",
                                      "bleu": 11.0, "precision": "32-true"}]),
     ]) + "\n")
-    page = quality_report.render(folder, None)
+    page = quality_report.render(folder, None, dropout=0.1)  # the lines ran with the dropout of then
     assert cells_of(page, "| toy | 8 minutes |")[2:5] == ["4.0", "14.0", "+10.0"]
     assert "- **Float32 instead of bf16 autocast** (`trainer.precision=32-true`), against today's defaults:\n" \
         "    - toy, 8 minutes: 11.0 against 14.0 (-3.0)" in page  # the ablation replaces the older float32 run
     assert "- toy, 30 minutes: 25.0 with the earlier defaults (float32)." in page
+
+
+def test_translation_rows_of_another_dropout_are_an_earlier_recipe() -> None:
+    """Rows that recorded no dropout ran with 0.1; under today's ``auto`` they are the earlier
+    defaults, and their float32 ablation is set against them."""
+    contender = quality_report.nmt_contender
+    cli = "nlp.train (transformer_mini)"
+    assert contender({"contender": cli, "precision": "bf16-mixed", "dropout": "auto"}, "auto") == Contender(NMT_DEFAULTS)
+    earlier = f"{NMT_DEFAULTS}, dropout 0.1"
+    assert contender({"contender": cli, "precision": "bf16-mixed"}, "auto") == Contender(earlier, NMT_DEFAULTS, "model.dropout=0.1")
+    assert contender({"contender": cli}, "auto") == Contender(f"{earlier}, float32", earlier, "trainer.precision=32-true")
+    lever = contender({"contender": f"{cli} + module.lr=1e-3", "precision": "bf16-mixed", "dropout": "auto"}, "auto")
+    assert lever == Contender(f"{NMT_DEFAULTS} + module.lr=1e-3", NMT_DEFAULTS, "module.lr=1e-3")
+    assert quality_report.is_history("model.dropout=0.1") and not quality_report.is_history("model.dropout=0.2")
 
 
 def test_the_docs_results_page_is_up_to_date_with_the_result_files() -> None:

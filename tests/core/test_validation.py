@@ -32,14 +32,16 @@ def options(group: str) -> list[str]:
 
 @pytest.fixture(scope="module")
 def local_data(tmp_path_factory: pytest.TempPathFactory) -> dict[str, tuple[str, ...]]:
-    """Overrides that point the data presets needing local files at files that exist."""
+    """Overrides that point the data presets (and experiments) needing local files at files that exist."""
     root = tmp_path_factory.mktemp("data")
     (root / "images" / "train").mkdir(parents=True)
     (root / "corpus.tsv").write_text("ein Haus\ta house\n")
+    (root / "vit.pth").write_bytes(b"")
     return {
         "imagefolder": (f"data.root={root / 'images'}",),
         "files": (f"data.train={root / 'corpus.tsv'}", f"data.val={root / 'corpus.tsv'}"),
         "hf": ("data.dataset=some/corpus",),
+        "finetune_timm": (f"pretrained={root / 'vit.pth'}",),  # the weights it starts from
     }
 
 
@@ -48,7 +50,7 @@ def test_every_shipped_preset_passes(local_data: dict[str, tuple[str, ...]]) -> 
     checked = {"vision": 0, "nlp": 0}
     for head, prefix in (("vision", "vit_"), ("nlp", "transformer_")):
         candidates = [config(head, f"data={data}", *local_data.get(data, ())) for data in options("data")]
-        candidates += [config(head, f"experiment={experiment}") for experiment in options("experiment")]
+        candidates += [config(head, f"experiment={experiment}", *local_data.get(experiment, ())) for experiment in options("experiment")]
         candidates += [config(head, f"model={model}") for model in options("model") if model.startswith(prefix)]
         candidates += [config(head, f"trainer={trainer}") for trainer in options("trainer")]
         for cfg in candidates:

@@ -20,9 +20,9 @@ from vision.recipe import (
     FULL_MIXUP_ALPHA,
     FULL_RE_PROB,
     crop_for,
-    ramp,
     regularization,
 )
+from core.training.plan.lengths import ramp
 from vision.data.synthetic import SyntheticDataModule
 
 
@@ -59,7 +59,7 @@ def test_strength_grows_with_the_length() -> None:
     for shorter, longer in zip(lengths, lengths[1:]):
         assert regularization(shorter).rand_augment <= regularization(longer).rand_augment
         assert regularization(shorter).mixup_alpha <= regularization(longer).mixup_alpha
-    assert ramp(31.6227766, 10) == pytest.approx(0.5)
+    assert ramp(31.6227766, 10, 100) == pytest.approx(0.5)
 
 
 def test_crop_follows_the_image_size() -> None:

@@ -90,7 +90,7 @@ RULES: tuple[Rule, ...] = (
     Rule(("module.label_smoothing",), FRACTION),
     Rule(("module.betas",), BETAS),
     Rule(("model.dim", "model.num_heads"), POSITIVE_INT),
-    Rule(("model.dropout", "model.attn_dropout"), FRACTION),
+    Rule(("model.attn_dropout",), FRACTION),  # model.dropout: each head's rules (nlp sizes an auto one)
     Rule(("model.activation",), ACTIVATION),
     Rule(("data.num_workers",), optional(NON_NEGATIVE_INT)),
 )

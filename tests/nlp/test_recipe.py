@@ -1,0 +1,61 @@
+"""Dropout sized to the planned passes over the corpus (``model.dropout: auto``, :mod:`nlp.recipe`):
+the rule, and a real run that follows its plan."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import lightning.pytorch as pl
+import pytest
+import torch
+from torch.utils.data import DataLoader
+
+from core.training.runner import train
+from nlp.data.tokenizer import SubwordTokenizer
+from nlp.module import TranslationModule
+from nlp.recipe import FULL_DROPOUT, FULL_EPOCHS, START_EPOCHS, dropout
+from tests.nlp.conftest import nlp_config
+from tests.nlp.test_module import TINY, toy_batch
+
+
+def test_no_dropout_for_a_few_passes_the_full_rate_for_many() -> None:
+    assert [dropout(epochs) for epochs in (0.0, 1.0, START_EPOCHS)] == [0.0, 0.0, 0.0]
+    assert dropout(FULL_EPOCHS) == dropout(100.0) == FULL_DROPOUT
+    between = math.sqrt(START_EPOCHS * FULL_EPOCHS)  # halfway in log(passes)
+    assert dropout(between) == pytest.approx(FULL_DROPOUT / 2)
+    lengths = [1, 3, 4, 6, 8, 10, 30]
+    assert all(dropout(short) <= dropout(long) for short, long in zip(lengths, lengths[1:]))
+    assert dropout(float("nan")) == 0.0  # a plan of unknown length
+
+
+@pytest.mark.parametrize(("epochs", "expected"), [(2, 0.0), (12, FULL_DROPOUT)])
+def test_a_run_sizes_its_dropout_to_its_planned_passes(
+    tmp_path: Path, epochs: int, expected: float, caplog: pytest.LogCaptureFixture
+) -> None:
+    cfg = nlp_config(
+        tmp_path, "data=toy", "model=transformer_tiny", "model.dropout=auto", f"trainer.max_epochs={epochs}",
+        "trainer.num_sanity_val_steps=0", "trainer.limit_val_batches=1", "trainer.limit_test_batches=1",
+        "trainer.check_val_every_n_epoch=100", "module.beam_size=1",
+    )
+    with caplog.at_level("INFO"):
+        train(cfg)
+    assert f"dropout {expected:.3g} for {epochs:.3g} planned passes over the corpus (model.dropout=auto)" in caplog.text
+
+
+def dropout_rates(module: TranslationModule) -> set[float]:
+    return {layer.p for layer in module.net.modules() if isinstance(layer, torch.nn.Dropout)}
+
+
+def test_the_dropout_layers_follow_the_plan(toy_tokenizer: SubwordTokenizer) -> None:
+    module = TranslationModule(model={**TINY, "dropout": "auto"}, tokenizer=toy_tokenizer.to_json())
+    assert dropout_rates(module) == {FULL_DROPOUT}  # built at the full rate, as a checkpoint rebuilds it
+    batch = toy_batch(toy_tokenizer)
+    loader = DataLoader([batch], batch_size=None)
+    trainer = pl.Trainer(
+        max_epochs=5, accelerator="cpu", logger=False, enable_checkpointing=False, enable_progress_bar=False,
+        enable_model_summary=False, num_sanity_val_steps=0, limit_val_batches=0,
+    )
+    trainer.fit(module, loader)
+    (rate,) = dropout_rates(module)
+    assert rate == pytest.approx(dropout(5.0)) and 0 < rate < FULL_DROPOUT

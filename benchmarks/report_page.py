@@ -19,7 +19,7 @@ from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
-from benchmarks import quality_report, report
+from benchmarks import fine_tune, quality_report, report
 from benchmarks.report import results_of, table
 from core.files.atomic import atomic_path
 
@@ -256,6 +256,20 @@ def serve_section(results_dir: Path) -> str:
     )
 
 
+def fine_tune_section(results_dir: Path) -> str:
+    """The latest ``benchmarks.fine_tune`` result of each head and data, a table each."""
+    latest: dict[tuple[str, str], tuple[str, dict[str, Any]]] = {}
+    for name, result in latest_of(results_dir, "fine_tune"):
+        latest[(result["head"], Path(result["data"] or "").name)] = (name, result)
+    if not latest:
+        return "(no results)"
+    parts = []
+    for (head, data), (name, result) in sorted(latest.items()):
+        title = f"{head}, fine-tuned on `{data}`" if data else f"{head}, continued on a new corpus"
+        parts.append(f"**{title}**, from `{result['pretrained']['checkpoint']}`:\n\n{fine_tune.markdown(result['rows'])}\n\n{sources([(None, name, result)])}")
+    return "\n\n".join(parts)
+
+
 def precision_section(results_dir: Path) -> str:
     return latest_table(
         results_dir, "precision", ["head", "items a step", "float32 items/s", "bf16 items/s", "bf16 speed-up"],
@@ -280,6 +294,7 @@ def render(results_dir: Path) -> str:
         scale=scale_section(results_dir),
         scale_images=scale_images_section(results_dir),
         serve=serve_section(results_dir),
+        fine_tune=fine_tune_section(results_dir),
         precision=precision_section(results_dir),
         commands=commands_section(results_dir),
     )
@@ -364,6 +379,14 @@ at several concurrent clients, beside the offline command on the same images
 ([Serving](docs/serving.md#load)).
 
 {serve}
+
+## Fine-tuning against training from scratch (CPU)
+
+`python -m benchmarks.fine_tune`: a model trained on one proving ground or corpus, then trained for
+the same minutes on new data from its weights (`pretrained=`) and from scratch
+([Fine-tuning](docs/fine_tuning.md)).
+
+{fine_tune}
 
 ## bf16 autocast against float32 (CPU)
 

@@ -17,7 +17,7 @@ from torch import Tensor
 import core
 from core.errors import InputError
 from core.constraints import AUTO
-from core.training.plan.budget import RunPlan, run_plan, stepping_bound
+from core.training.plan.budget import FollowsThePlan, run_plan, stepping_bound
 from core.training.pretrained import require_same_network
 from nlp.data.batching import pad_batch
 from nlp.decoding import (
@@ -41,7 +41,7 @@ Batch = dict[str, Tensor]
 FREE_SETTINGS = ("dropout", "attn_dropout")  # the network settings trained weights do not fix
 
 
-class TranslationModule(pl.LightningModule):
+class TranslationModule(FollowsThePlan, pl.LightningModule):
     """Label-smoothed cross entropy (Section 5.4), Adam with beta2 = 0.98 and eps = 1e-9 and the
     inverse-square-root warmup schedule (Section 5.3); BLEU and chrF of detokenized output with
     sacreBLEU.
@@ -115,7 +115,6 @@ class TranslationModule(pl.LightningModule):
         full = {"dropout": FULL_DROPOUT} if model.get("dropout") == AUTO else {}
         self.net = Seq2SeqTransformer(vocab_size, vocab_size, **special_ids, **{**model, **full})
         self.auto_dropout: float | None = None  # the auto dropout in force
-        self.followed_plan: RunPlan | None = None  # the plan it was sized to
         self.bleu, self.chrf = BLEU(), CHRF()
         self.hypotheses: list[str] = []
         self.references: list[str] = []
@@ -136,15 +135,6 @@ class TranslationModule(pl.LightningModule):
             label_smoothing=self.hparams.label_smoothing,
         )
         return loss, int(target_out.ne(self.tokenizer.pad_id).sum())
-
-    def on_train_epoch_start(self) -> None:
-        """Size an ``auto`` dropout to the run's plan at the start of every epoch."""
-        self.follow_plan()
-
-    def on_train_batch_start(self, batch: Any, batch_idx: int) -> None:
-        """A time budget is planned once its first steps are timed: follow the plan from then on."""
-        if self.followed_plan is None:
-            self.follow_plan()
 
     def follow_plan(self) -> None:
         """With ``model.dropout: auto``, set every dropout layer of the network to

@@ -23,7 +23,7 @@ from torchmetrics.classification import MulticlassAccuracy
 from core import warmup_cosine
 from core.constraints import AUTO
 from core.training.pretrained import require_same_network
-from core.training.plan.budget import RunPlan, run_plan, stepping_bound, steps_per_epoch
+from core.training.plan.budget import FollowsThePlan, run_plan, stepping_bound, steps_per_epoch
 from core.errors import InputError
 from core.files.checkpoints import constructor_defaults, load_module
 from core.regularization import DropPath
@@ -56,7 +56,7 @@ def accuracy_metrics(num_classes: int) -> MetricCollection:
     )
 
 
-class ImageClassifier(LightningModule):
+class ImageClassifier(FollowsThePlan, LightningModule):
     """A ViT image classifier.
 
     The defaults are the recipe of ``conf/vision.yaml`` (its ``module`` section), except that
@@ -152,7 +152,6 @@ class ImageClassifier(LightningModule):
         # Auto mixing waits for apply_regularization, at the start of the first epoch.
         self.mixing = self.mixup is not None and AUTO not in (mixup_alpha, cutmix_alpha)
         self.regularization: Regularization | None = None
-        self.followed_plan: RunPlan | None = None  # the plan the regularization was sized to
         self.mix_loss = SoftTargetCrossEntropy()
         if label_smoothing > 0:
             self.train_loss = LabelSmoothingCrossEntropy(label_smoothing)
@@ -205,15 +204,6 @@ class ImageClassifier(LightningModule):
             return self.net.load_pretrained_state_dict(state, new_head=new_head)
         except ValueError as error:
             raise InputError(f"pretrained={path}: {error}") from None
-
-    def on_train_epoch_start(self) -> None:
-        """Size the ``auto`` regularization to the run's plan at the start of every epoch."""
-        self.follow_plan()
-
-    def on_train_batch_start(self, batch: Any, batch_idx: int) -> None:
-        """A time budget is planned once its first steps are timed: follow the plan from then on."""
-        if self.followed_plan is None:
-            self.follow_plan()
 
     def follow_plan(self) -> None:
         """Size the ``auto`` regularization, here and in the datamodule, to the planned epochs and

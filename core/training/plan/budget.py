@@ -66,6 +66,28 @@ def run_plan(trainer: pl.Trainer) -> RunPlan | None:
     return RunPlan(float(stepping_bound(trainer) or math.inf), steps_per_epoch(trainer))
 
 
+class FollowsThePlan:
+    """A LightningModule mixin for settings sized to the run's plan (regularization, in each head's
+    ``recipe``): the head's :meth:`follow_plan`, which sets ``followed_plan`` to :func:`run_plan`,
+    runs at the start of every epoch, and at every batch until a plan exists (a ``max_time`` run is
+    planned once its first steps are timed)."""
+
+    followed_plan: RunPlan | None = None
+
+    def on_train_epoch_start(self) -> None:
+        """Follow the plan at the start of every epoch."""
+        self.follow_plan()
+
+    def on_train_batch_start(self, batch: Any, batch_idx: int) -> None:
+        """A time budget is planned once its first steps are timed: follow the plan from then on."""
+        if self.followed_plan is None:
+            self.follow_plan()
+
+    def follow_plan(self) -> None:
+        """Size the settings to ``run_plan(self.trainer)`` and keep it as ``followed_plan``."""
+        raise NotImplementedError
+
+
 def stepping_bound(trainer: pl.Trainer) -> int | None:
     """The optimizer steps that ``max_epochs`` / ``max_steps`` allow, None when unbounded (a run
     bounded by ``max_time`` alone): the ``total_steps`` a module gives its schedule at first."""

@@ -27,6 +27,7 @@ seconds.
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 import tempfile
 import time
@@ -51,7 +52,7 @@ def origin(checkpoint: Path) -> dict[str, Any]:
     return {
         "checkpoint": str(checkpoint),
         "overrides": list(OmegaConf.load(overrides)) if overrides.is_file() else None,
-        "test": {key: value for key, value in OmegaConf.to_container(OmegaConf.load(metrics)).items() if key.startswith("test/")}
+        "test": {key: value for key, value in json.loads(metrics.read_text()).items() if key.startswith("test/")}
         if metrics.is_file() else None,
     }
 

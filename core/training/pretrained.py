@@ -28,8 +28,9 @@ class StartsFromWeights(Protocol):
 
     @classmethod
     def pretrained_data(cls, path: str, output_dir: Path) -> dict[str, Any]:
-        """The data settings the weights at ``path`` (or a checkpoint of a run started from them) fix (e.g. ``tokenizer_path``, written into
-        ``output_dir``), given to the datamodule's constructor; ``{}`` when they fix none."""
+        """The data settings the weights at ``path`` (or a checkpoint of a run started from them)
+        fix (e.g. ``tokenizer_path``, written into ``output_dir``), given to the datamodule's
+        constructor; ``{}`` when they fix none."""
 
     def load_pretrained(self, path: str) -> list[str]:
         """Load the weights at ``path`` into the network; returns the names of the parameters that

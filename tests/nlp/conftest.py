@@ -11,6 +11,7 @@ import torch
 from hydra import compose, initialize_config_dir
 from omegaconf import DictConfig
 
+from nlp.decoding import beam_search, greedy_decode
 from nlp.model import Seq2SeqTransformer
 from nlp.data.tokenizer import SubwordTokenizer, train_tokenizer
 from nlp.data.toy_corpus import TOY_PAIRS
@@ -52,6 +53,23 @@ def mixed_length_sources() -> torch.Tensor:
         src[row, length - 1] = 2
         src[row, length:] = 0  # <pad>
     return src
+
+
+@pytest.fixture(scope="module")
+def model() -> Seq2SeqTransformer:
+    """The decoding tests' model: :func:`ending_model`."""
+    return ending_model()
+
+
+@pytest.fixture(scope="module")
+def sources() -> torch.Tensor:
+    """The decoding tests' sources: :func:`mixed_length_sources`."""
+    return mixed_length_sources()
+
+
+def decode(model: Seq2SeqTransformer, src: torch.Tensor, beam: int, **kwargs: object) -> torch.Tensor:
+    """Greedy decoding for ``beam`` 0, beam search of that width otherwise."""
+    return greedy_decode(model, src, **kwargs) if beam == 0 else beam_search(model, src, beam_size=beam, **kwargs)
 
 
 def write_lines(path: Path, lines: list[str]) -> Path:

@@ -16,23 +16,9 @@ from nlp.decoding import (
     repeated_ngram_bans,
     repetition_rate,
 )
-from tests.nlp.conftest import ending_model, mixed_length_sources, tiny_model
+from tests.nlp.conftest import decode, tiny_model
 
 PAD, BOS, EOS = 0, 1, 2
-
-
-@pytest.fixture(scope="module")
-def model() -> torch.nn.Module:
-    return ending_model()
-
-
-@pytest.fixture(scope="module")
-def sources() -> torch.Tensor:
-    return mixed_length_sources()
-
-
-def decode(model: torch.nn.Module, src: torch.Tensor, beam: int, **kwargs: object) -> torch.Tensor:
-    return greedy_decode(model, src, **kwargs) if beam == 0 else beam_search(model, src, beam_size=beam, **kwargs)
 
 
 @pytest.mark.parametrize("beam", [0, 1, 4])

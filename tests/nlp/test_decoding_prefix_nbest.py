@@ -13,24 +13,10 @@ import torch
 
 from core.errors import InputError
 from nlp.decoding import beam_hypotheses, beam_search, gnmt_length_penalty, greedy_decode
-from tests.nlp.conftest import ending_model, mixed_length_sources, tiny_model
+from tests.nlp.conftest import decode, tiny_model
 
 PAD, BOS, EOS = 0, 1, 2
 PREFIXES = [[5, 6, 7], [], [9], [11, 5]]  # one per sentence of ``sources``, of different lengths
-
-
-@pytest.fixture(scope="module")
-def model() -> torch.nn.Module:
-    return ending_model()
-
-
-@pytest.fixture(scope="module")
-def sources() -> torch.Tensor:
-    return mixed_length_sources()
-
-
-def decode(model: torch.nn.Module, src: torch.Tensor, beam: int, **kwargs: object) -> torch.Tensor:
-    return greedy_decode(model, src, **kwargs) if beam == 0 else beam_search(model, src, beam_size=beam, **kwargs)
 
 
 def alone(src: torch.Tensor, row: int) -> torch.Tensor:

@@ -3,15 +3,32 @@
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager, nullcontext
 from typing import Any
 
+import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
+from torch.nn.attention import SDPBackend, sdpa_kernel
 
 from core.cache import AttentionCache
 from core.constraints import require_head_width
 from core.masks import merge_masks
+
+
+# On a CPU, the fused kernel's bfloat16 backward is slower than the math kernel's up to about two
+# hundred keys and faster beyond (benchmarks/attention_kernels.py, results/attention_kernels.jsonl).
+MATH_KERNEL_MAX_KEYS = 192
+
+
+def attention_kernel(query: Tensor, key: Tensor) -> AbstractContextManager:
+    """The kernel of :func:`F.scaled_dot_product_attention` for these tensors: the math kernel
+    for a CPU training step in bfloat16 over at most :data:`MATH_KERNEL_MAX_KEYS` keys (the same
+    Eq. 1, faster there), PyTorch's own choice elsewhere."""
+    cpu_bf16_training = query.device.type == "cpu" and query.dtype == torch.bfloat16 and torch.is_grad_enabled()
+    if cpu_bf16_training and query.requires_grad and key.shape[-2] <= MATH_KERNEL_MAX_KEYS:
+        return sdpa_kernel(SDPBackend.MATH)
+    return nullcontext()
 
 
 def attention_scores(query: Tensor, key: Tensor) -> Tensor:
@@ -219,15 +236,16 @@ class MultiHeadAttention(nn.Module):
         dropout_p = self.dropout if self.training else 0.0
         if need_weights:
             return scaled_dot_product(query, key, value, mask, dropout_p, self.scale)
-        out = F.scaled_dot_product_attention(
-            query,
-            key,
-            value,
-            attn_mask=None if mask is None else ~mask,
-            dropout_p=dropout_p,
-            is_causal=fused_causal,
-            scale=self.scale,
-        )
+        with attention_kernel(query, key):
+            out = F.scaled_dot_product_attention(
+                query,
+                key,
+                value,
+                attn_mask=None if mask is None else ~mask,
+                dropout_p=dropout_p,
+                is_causal=fused_causal,
+                scale=self.scale,
+            )
         return out, None
 
     def project_output(self, heads: Tensor) -> Tensor:

@@ -120,3 +120,35 @@ def test_recorded_attention_weights_reads_a_whole_stack_without_changing_it() ->
     torch.testing.assert_close(weights[0], reference)
     encoder(x)
     assert len(weights) == 2  # hooks are gone after the block
+
+
+def test_cpu_bf16_training_takes_the_math_kernel_up_to_its_key_limit() -> None:
+    limit = core.attention.MATH_KERNEL_MAX_KEYS
+    query = torch.randn(1, 1, 4, 8, dtype=torch.bfloat16, requires_grad=True)
+    short, long = torch.randn(1, 1, limit, 8, dtype=torch.bfloat16), torch.randn(1, 1, limit + 1, 8, dtype=torch.bfloat16)
+
+    def math_only(query: torch.Tensor, key: torch.Tensor) -> bool:
+        with core.attention.attention_kernel(query, key):
+            return torch.backends.cuda.math_sdp_enabled() and not torch.backends.cuda.flash_sdp_enabled()
+
+    assert math_only(query, short)
+    assert not math_only(query, long)  # the fused kernel is faster over many keys
+    assert not math_only(query.float(), short.float())  # float32: PyTorch's own choice
+    assert not math_only(query.detach(), short)  # inference
+    with torch.no_grad():
+        assert not math_only(query, short)
+
+
+def test_bf16_training_gradients_equal_the_explicit_equation() -> None:
+    torch.manual_seed(0)
+    ours = core.MultiHeadAttention(DIM, HEADS)
+    x = torch.randn(3, 6, DIM)
+    padding = core.padding_mask(torch.tensor([6, 4, 2]), 6)
+    grads = []
+    for need_weights in (False, True):  # the kernel of F.scaled_dot_product_attention; Eq. 1 by hand
+        ours.zero_grad()
+        with torch.autocast("cpu", dtype=torch.bfloat16):
+            out = ours(x, key_padding_mask=padding, need_weights=need_weights)
+        (out[0] if need_weights else out).float().square().sum().backward()
+        grads.append(ours.qkv.weight.grad.clone())
+    torch.testing.assert_close(grads[0], grads[1], atol=0.05, rtol=0.02)

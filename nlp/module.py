@@ -127,14 +127,12 @@ class TranslationModule(FollowsThePlan, pl.LightningModule):
     def loss(self, batch: Batch) -> tuple[Tensor, int]:
         """Mean label-smoothed cross entropy per target token, and the number of tokens."""
         target_in, target_out = batch["target"][:, :-1], batch["target"][:, 1:]  # teacher forcing
-        logits = self.net(batch["source"], target_in)
+        predicted = target_out.ne(self.tokenizer.pad_id)  # (B, T): padding is not predicted
+        logits = self.net(batch["source"], target_in, predicted)  # (N, V) for the N predicted tokens
         loss = F.cross_entropy(
-            logits.flatten(0, 1).float(),  # (B * T, V)
-            target_out.flatten(),
-            ignore_index=self.tokenizer.pad_id,
-            label_smoothing=self.hparams.label_smoothing,
+            logits.float(), target_out[predicted], label_smoothing=self.hparams.label_smoothing
         )
-        return loss, int(target_out.ne(self.tokenizer.pad_id).sum())
+        return loss, logits.shape[0]
 
     def follow_plan(self) -> None:
         """With ``model.dropout: auto``, set every dropout layer of the network to

@@ -68,6 +68,17 @@ def test_output_projection_is_tied_to_the_target_embedding() -> None:
     assert separate(torch.randint(3, 30, (2, 4)), torch.randint(3, 50, (2, 3))).shape == (2, 3, 50)
 
 
+def test_predicted_positions_are_the_rows_of_the_full_logits() -> None:
+    model = tiny_model()
+    src, tgt = padded_batch()
+    tgt[2, 3:] = 0  # a shorter target, right-padded
+    predicted = tgt.ne(0)
+    with torch.no_grad():
+        full, rows = model(src, tgt), model(src, tgt, predicted)
+    assert rows.shape == (13, 40)
+    torch.testing.assert_close(rows, full[predicted], atol=1e-6, rtol=1e-6)
+
+
 def test_a_target_position_sees_no_later_target_token() -> None:
     model = tiny_model()
     src, tgt = padded_batch()

@@ -25,6 +25,8 @@ from typing import Any
 
 import torch
 
+from core.training.plan.precision import hardware_precision
+
 
 def base_parser(description: str) -> argparse.ArgumentParser:
     """The options every benchmark script takes."""
@@ -192,6 +194,13 @@ def run_training_cli(module: str, overrides: list[str], run_dir: Path, threads: 
     if result.returncode != 0:
         raise RuntimeError(f"{' '.join(command)} failed:\n{result.stderr[-3000:]}")
     return json.loads((run_dir / "metrics.json").read_text()), wall
+
+
+def cli_precision(overrides: list[str], device: str) -> str:
+    """The precision a training CLI trains in: a ``trainer.precision`` override, else what
+    ``trainer.precision=auto`` (conf/trainer/default.yaml) resolves to on this hardware."""
+    named = [override.split("=", 1)[1] for override in overrides if override.startswith("trainer.precision=")]
+    return named[-1] if named else hardware_precision("gpu" if device == "cuda" else "cpu")
 
 
 def append_line(result: Mapping[str, Any], append: Path | None) -> None:

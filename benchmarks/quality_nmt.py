@@ -62,9 +62,8 @@ from sacrebleu.metrics import BLEU, CHRF
 from torch import Tensor, nn
 
 import core
-from core.training.plan.precision import hardware_precision
 from benchmarks import corpora
-from benchmarks.common import environment, run_training_cli, table_result
+from benchmarks.common import cli_precision, environment, run_training_cli, table_result
 from benchmarks.report import table
 from nlp.data.batching import Example, pad_batch
 from nlp.data.datamodule import TranslationDataModule
@@ -141,13 +140,6 @@ def max_time(seconds: float) -> str:
     """Lightning's ``DD:HH:MM:SS`` for ``trainer.max_time``."""
     whole = max(1, round(seconds))
     return f"{whole // 86400:02d}:{whole // 3600 % 24:02d}:{whole // 60 % 60:02d}:{whole % 60:02d}"
-
-
-def cli_precision(overrides: list[str], device: str) -> str:
-    """The precision the CLI trains in: a ``trainer.precision`` override, else what
-    ``trainer.precision=auto`` (conf/nlp.yaml) resolves to on this hardware."""
-    named = [override.split("=", 1)[1] for override in overrides if override.startswith("trainer.precision=")]
-    return named[-1] if named else hardware_precision("gpu" if device == "cuda" else "cpu")
 
 
 def run_cli(seconds: float, overrides: list[str], run_dir: Path, device: str, threads: int) -> dict[str, Any]:

@@ -73,6 +73,10 @@ LEVER_NAMES = {
     "model.weight_init=mimetic": "Mimetic initialization of the attention weights",
     "trainer.precision=32-true": "Float32 instead of bf16 autocast",
     "model.dropout=0.1": "Dropout 0.1 at every budget instead of sized to the planned passes",
+    "data.vocab_size=4000": "A vocabulary of 4,000 subwords instead of 8,000",
+    "module.cooldown_fraction=0.5": "The linear fall to zero over the last half of the budget instead of the last fifth",
+    "model.pool=mean": "Global average pooling of the patch tokens instead of the class token",
+    "module.min_lr_ratio=0": "The cosine schedule ending at zero at the last step instead of at 1% of the peak",
 }
 
 
@@ -109,6 +113,7 @@ class Run:
     base: str | None = None
     lever: str | None = None
     machine: str = ""
+    precision: str = FLOAT32
 
 
 @dataclass(frozen=True)
@@ -182,6 +187,7 @@ def vision_runs(results: Iterable[Mapping[str, Any]], default_cap: float) -> lis
                 vision_data(row, settings), length_of(row), int(row.get("seed", 0)), contender.name, 100 * row["test_acc"],
                 None if result["env"].get("shared_machine") else row.get("images_per_second"),  # speed of a shared machine is no figure
                 row.get("batch"), result["env"]["time"], rate, contender.base, contender.lever, machine_name(result["env"]),
+                row.get("precision", FLOAT32),
             )
             latest[(run.data, run.budget, run.seed, run.contender, rate)] = run
     return list(latest.values())
@@ -544,6 +550,7 @@ def render(
     )
     return PAGE_TEMPLATE.format(
         vision=defaults_table(vision, DEFAULTS, LOOP) if vision else "(no results)",
+        vision_float32=float32_budgets(quality.vision_runs),
         history=history or "(none)",
         levers=levers or "(none)",
         nmt=defaults_table(nmt, NMT_DEFAULTS, NMT_LOOP, what="corpus") if nmt else "(no results)",
@@ -577,6 +584,8 @@ patch 4). `digits` and `mnist` are the small sets (scikit-learn's and MNIST digi
 ![Test accuracy against budget](figures/vision_quality.png)
 
 {vision}
+
+{vision_float32}
 
 ### History
 
@@ -626,6 +635,19 @@ time at the same corpus, budget and seeds. None of them is a default.
 
 ![Speed ratios](figures/speed_ratios.png)
 """
+
+
+def float32_budgets(runs: Iterable[Run]) -> str:
+    """Which figures of today's vision defaults trained in float32 (rows from before
+    ``trainer.precision=auto`` became the vision default), in words."""
+    earlier = sorted({(run.data, run.budget) for run in runs if run.contender == DEFAULTS and run.precision == FLOAT32})
+    if not earlier:
+        return "Every figure of the defaults trained in bf16 autocast where the hardware computes bfloat16."
+    where = ", ".join(f"{data} at {budget_words(budget)}" for data, budget in earlier)
+    return (
+        "The vision defaults train in bf16 autocast where the hardware computes bfloat16 (`trainer.precision=auto`); "
+        f"these figures of the defaults hold runs from before, in float32 (the same recipe, slower): {where}."
+    )
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -71,7 +71,7 @@ from torchvision import transforms as T
 from torchvision.datasets import ImageFolder
 
 from benchmarks import digits_data, proving_grounds
-from benchmarks.common import environment, run_training_cli, table_result
+from benchmarks.common import cli_precision, environment, run_training_cli, table_result
 from benchmarks.report import length_of, table
 from core.files.checkpoints import load_checkpoint
 from core.training.callbacks.throughput import SKIP_BATCHES
@@ -131,8 +131,8 @@ def run_cli(
     minutes: float | None = None,
 ) -> dict[str, float]:
     """``python -m vision.train`` on the image folder for ``epochs`` (or, given ``minutes``, for
-    that wall-clock time: ``trainer.max_time``, no epoch bound); its ``metrics.json`` figures and
-    the training batch it chose, and the warmup cap its config held."""
+    that wall-clock time: ``trainer.max_time``, no epoch bound); its ``metrics.json`` figures, the
+    training batch it chose, the warmup cap its config held and the precision it trained in."""
     if minutes is None:
         budget = [f"trainer.max_epochs={epochs}"]
     else:
@@ -149,6 +149,7 @@ def run_cli(
         "batch": train_batch(run_dir),
         "steps": metrics["optimizer_steps"],
         "max_warmup_fraction": float(OmegaConf.load(run_dir / ".hydra" / "config.yaml").budget.max_warmup_fraction),
+        "precision": cli_precision(overrides, "cuda" if torch.cuda.is_available() else "cpu"),  # as the Trainer picks
     }
 
 

@@ -27,6 +27,10 @@ Figure names (``kind:argument:...``):
 - ``images-held:TRAIN:start`` / ``images-held:TRAIN:peak`` / ``images-held:speed``: what holding an
   image folder in memory costs at start and in memory, and its training speed over the files'
   (``benchmarks.scale_images``).
+- ``table:step:translation_step`` / ``table:step:attention_kernels``: what a translation
+  training step costs lever by lever, or the two attention kernels by length (a table, its machine
+  and command); ``precision:HEAD``: the head's bf16 training step over float32's
+  (``benchmarks.precision``).
 - ``char-lm:output``: what the language model page's program printed (``benchmarks.char_lm``).
 - ``table:fine-tune:HEAD`` / ``table:fine-tune:HEAD:DATA``: starting from trained weights against
   training from scratch (``benchmarks.fine_tune``; ``DATA``: the image folder's name), a table
@@ -212,7 +216,33 @@ def fine_tune_figure(results: Results, head: str, data: str, contender: str) -> 
     return f"{100 * row['test_acc']:.1f}%" if head == "vision" else f"{row['bleu']:.1f} BLEU"
 
 
+def step_table(results: Results, benchmark: str) -> str:
+    """The latest table of a step-speed benchmark with its machine and command:
+    ``translation_step`` (contenders against the step before) or ``attention_kernels``."""
+    result = results.newest(benchmark)
+    if benchmark == "translation_step":
+        rows = [[row["contender"], f"{row['items_per_s']:,.0f}", f"{row['speedup']:.2f}x"] for row in result["rows"]]
+        header = ["step", "target tokens/s", "over before"]
+        if result.get("compile_seconds") is not None:
+            rows.append(["compiling the step once", f"{result['compile_seconds']:.0f} s", "-"])
+    elif benchmark == "attention_kernels":
+        rows = [[row["dtype"], row["keys"], f"{1e3 * row['fused']['median_s']:.1f}", f"{1e3 * row['math']['median_s']:.1f}",
+                 f"{row['math_speedup']:.2f}x"] for row in result["rows"]]
+        header = ["dtype", "keys", "fused kernel ms", "math kernel ms", "math over fused"]
+    else:
+        raise KeyError(f"table:step names translation_step or attention_kernels, not {benchmark}")
+    return f"{table(header, rows)}\n\n{environment_line(result)}"
+
+
+def precision_speedup(results: Results, head: str) -> str:
+    """A head's bf16 training step speed over float32's, from the latest ``benchmarks.precision``."""
+    row = results.row("precision", lambda row: row["head"] == head)
+    return f"{row['bf16_speedup']:.2f}x"
+
+
 FIGURES: dict[str, Callable[..., str]] = {
+    "table:step": step_table,
+    "precision": precision_speedup,
     "table:fine-tune": fine_tune_table,
     "fine-tune": fine_tune_figure,
     "table:vision": vision_table,

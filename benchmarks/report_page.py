@@ -278,6 +278,21 @@ def precision_section(results_dir: Path) -> str:
     )
 
 
+def translation_step_section(results_dir: Path) -> str:
+    return latest_table(
+        results_dir, "translation_step", ["step", "target tokens/s", "over before"],
+        lambda row: [row["contender"], f"{row['items_per_s']:.0f}", f"{row['speedup']:.2f}x"],
+    )
+
+
+def attention_kernels_section(results_dir: Path) -> str:
+    return latest_table(
+        results_dir, "attention_kernels", ["dtype", "keys", "fused kernel ms", "math kernel ms", "math over fused"],
+        lambda row: [row["dtype"], row["keys"], f"{1e3 * row['fused']['median_s']:.1f}",
+                     f"{1e3 * row['math']['median_s']:.1f}", f"{row['math_speedup']:.2f}x"],
+    )
+
+
 def commands_section(results_dir: Path) -> str:
     return latest_table(
         results_dir, "commands", ["command", "`--help` s", "refused argument", "s"],
@@ -296,6 +311,8 @@ def render(results_dir: Path) -> str:
         serve=serve_section(results_dir),
         fine_tune=fine_tune_section(results_dir),
         precision=precision_section(results_dir),
+        translation_step=translation_step_section(results_dir),
+        attention_kernels=attention_kernels_section(results_dir),
         commands=commands_section(results_dir),
     )
 
@@ -391,11 +408,27 @@ the same minutes on new data from its weights (`pretrained=`) and from scratch
 ## bf16 autocast against float32 (CPU)
 
 `python -m benchmarks.precision`: one training step of each head's CPU model, the two precisions
-alternated, on a CPU with AVX512-BF16; where bf16 is faster the head's default precision follows
-the hardware (`trainer.precision=auto`, translation), where it is not the head stays in float32
-(the ViT at width 128) ([Translation](docs/translation.md#precision)).
+alternated, on a CPU with AVX512-BF16: the measurement behind `trainer.precision=auto`, bf16
+autocast where the hardware computes bfloat16, for both heads
+([Translation](docs/translation.md#precision), [Vision](docs/vision.md#precision)).
 
 {precision}
+
+## A translation training step, lever by lever (CPU)
+
+`python -m benchmarks.translation_step --compile`: one bf16 training step of `transformer_mini`
+on 36 pairs of about 30 tokens, each lever against the step before the attention kernel and the
+predicted rows ([Translation](docs/translation.md#speed-of-a-training-step)).
+
+{translation_step}
+
+## The two attention kernels (CPU)
+
+`python -m benchmarks.attention_kernels`: one attention call forward and backward, the fused and
+the math kernel of `F.scaled_dot_product_attention` alternated, by precision and number of keys:
+the measurement behind `core.attention.MATH_KERNEL_MAX_KEYS`.
+
+{attention_kernels}
 
 ## Commands answer at once
 

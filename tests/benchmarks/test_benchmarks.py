@@ -12,7 +12,10 @@ import pytest
 import torch
 from omegaconf import OmegaConf
 
-from benchmarks import decoding, precision, quality_nmt, quality_vision, report, scale, scale_images, seq2seq, vit
+from benchmarks import (
+    attention_kernels, decoding, precision, quality_nmt, quality_vision, report, scale, scale_images, seq2seq,
+    translation_step, vit,
+)
 from benchmarks.common import interleave, peak_memory
 from nlp.decoding import beam_search, greedy_decode
 from tests.nlp.gettext_catalogs import fake_locale_tree
@@ -61,6 +64,42 @@ def test_precision_times_both_heads_in_both_precisions_and_appends(tmp_path: Pat
     for row in output["rows"]:
         assert row["float32"]["items_per_s"] > 0 and row["bf16"]["items_per_s"] > 0
         assert row["bf16_speedup"] == round(row["bf16"]["items_per_s"] / row["float32"]["items_per_s"], 3)
+
+
+def test_attention_kernels_time_both_kernels_at_each_length_and_precision(tmp_path: Path) -> None:
+    results = tmp_path / "results.jsonl"
+    output = attention_kernels.main([*QUICK, "--append", str(results)])
+    assert json.loads(results.read_text()) == output
+    assert [(row["dtype"], row["keys"]) for row in output["rows"]] == [
+        ("bfloat16", 8), ("bfloat16", 16), ("float32", 8), ("float32", 16)
+    ]
+    assert all(row["math_speedup"] == round(row["math"]["items_per_s"] / row["fused"]["items_per_s"], 3)
+               for row in output["rows"])
+
+
+def test_translation_step_times_each_lever_against_the_step_before(tmp_path: Path) -> None:
+    results = tmp_path / "results.jsonl"
+    output = translation_step.main([*QUICK, "--compile", "--append", str(results)])
+    assert json.loads(results.read_text()) == output
+    names = [row["contender"] for row in output["rows"]]
+    assert names[:5] == ["before", "math kernel", "predicted rows", "defaults", "defaults, no biases"]
+    assert names[-1] == "defaults, torch.compile" and output["compile_seconds"] > 0
+    assert output["rows"][0]["speedup"] == 1.0 and output["tokens"] > 0
+
+
+def test_translation_step_contenders_compute_the_same_loss() -> None:
+    """Each lever changes what a step costs, not what it computes."""
+    generator = torch.Generator().manual_seed(0)
+    source, target = translation_step.padded_batch(3, 6, 64, generator)[:, 1:], translation_step.padded_batch(3, 6, 64, generator)
+    assert target.eq(translation_step.PAD_ID).any()  # padding takes part
+    losses = []
+    for predicted_rows in (False, True):
+        for math_kernel in (False, True):
+            model = translation_step.mini(64, quick=True)  # the same weights each time
+            step = translation_step.training_step(model, source, target, predicted_rows=predicted_rows, math_kernel=math_kernel)
+            losses.append(float(step()))
+    assert losses[0] > 3.0  # about log(64) for a new model
+    assert max(losses) - min(losses) < 0.02  # bf16 rounding of the paths, not another loss
 
 
 def test_peak_memory_sees_a_large_temporary() -> None:

@@ -113,38 +113,28 @@ class Seq2SeqTransformer(nn.Module):
         memory: Tensor,
         src_padding_mask: Tensor | None = None,
         cache: core.DecoderCache | None = None,
+        predicted: Tensor | None = None,
     ) -> Tensor:
         """Target ids [B, T] -> next-token logits [B, T, tgt_vocab].
 
         With a ``cache``, ``tgt`` holds only the positions not decoded yet (usually one), and the
         cache keeps the keys and values of the earlier ones. Right padding of ``tgt`` needs no
         mask: the causal mask already hides later positions from every real token.
+        ``predicted`` (bool [B, T]) projects only those positions to the vocabulary: the rows of
+        the logits [N, tgt_vocab] in row-major order.
         """
-        return self.output(self.decoder_states(tgt, memory, src_padding_mask, cache))
-
-    def decoder_states(
-        self,
-        tgt: Tensor,
-        memory: Tensor,
-        src_padding_mask: Tensor | None = None,
-        cache: core.DecoderCache | None = None,
-    ) -> Tensor:
-        """The decoder stack's output [B, T, dim] for target ids [B, T], before the output
-        projection (:meth:`decode` without the last linear layer)."""
         offset = 0 if cache is None else cache.length
         x = self.embed(self.tgt_embed, tgt, offset=offset)
-        return self.decoder(x, memory, memory_key_padding_mask=src_padding_mask, cache=cache)
+        x = self.decoder(x, memory, memory_key_padding_mask=src_padding_mask, cache=cache)
+        return self.output(x if predicted is None else x[predicted])  # (B, T, dim) or (N, dim) -> logits
 
     def forward(self, src: Tensor, tgt: Tensor, predicted: Tensor | None = None) -> Tensor:
         """Teacher forcing: source [B, S] and shifted target ``<s> y_1 .. y_n`` [B, T] -> logits
         [B, T, tgt_vocab] predicting ``y_1 .. y_n </s>``.
 
-        ``predicted`` (bool [B, T]) projects only those positions to the vocabulary, the rows of
-        the logits [N, tgt_vocab] in row-major order: training skips the padding's share of the
-        output layer and its softmax, the costliest layer at a small width.
+        ``predicted`` (bool [B, T]) projects only those positions to the vocabulary (:meth:`decode`):
+        training skips the padding's share of the output layer and its softmax, the costliest layer
+        at a small width.
         """
         memory, src_padding_mask = self.encode(src)
-        if predicted is None:
-            return self.decode(tgt, memory, src_padding_mask)
-        states = self.decoder_states(tgt, memory, src_padding_mask)
-        return self.output(states[predicted])  # (N, dim) -> (N, tgt_vocab)
+        return self.decode(tgt, memory, src_padding_mask, predicted=predicted)

@@ -46,6 +46,15 @@ def attention_step(length: int, head_dim: int, dtype: torch.dtype, kernel: SDPBa
     return step
 
 
+def markdown(rows: list[dict[str, Any]]) -> str:
+    """The rows of a result as a table: each precision and length, both kernels' times."""
+    return table(
+        ("dtype", "keys", "fused kernel ms", "math kernel ms", "math over fused"),
+        ((row["dtype"], row["keys"], f"{1e3 * row['fused']['median_s']:.1f}", f"{1e3 * row['math']['median_s']:.1f}",
+          f"{row['math_speedup']:.2f}x") for row in rows),
+    )
+
+
 def main(argv: list[str] | None = None) -> dict[str, Any]:
     argv = sys.argv[1:] if argv is None else argv
     parser = base_parser(__doc__.splitlines()[0])
@@ -61,11 +70,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
             fused, math = throughput(seconds["fused"], QUERIES), throughput(seconds["math"], QUERIES)
             rows.append({"dtype": str(dtype).removeprefix("torch."), "keys": length, "fused": fused, "math": math,
                          "math_speedup": speed_ratio(math, fused)})
-    lines = table(
-        ("dtype", "keys", "fused ms", "math ms", "math speed-up"),
-        ((row["dtype"], row["keys"], f"{row['fused']['median_s'] * 1e3:.2f}", f"{row['math']['median_s'] * 1e3:.2f}",
-          f"{row['math_speedup']:.2f}x") for row in rows),
-    )
+    lines = markdown(rows)
     env = environment(device, args.threads, " ".join(["python -m benchmarks.attention_kernels", *argv]))
     return table_result("attention_kernels", env, rows, lines, args.append, head_dim=args.head_dim,
                         heads=HEADS, math_kernel_max_keys=MATH_KERNEL_MAX_KEYS)

@@ -50,7 +50,7 @@ from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
-from benchmarks import fine_tune, quality_report
+from benchmarks import attention_kernels, fine_tune, quality_report, translation_step
 from benchmarks.quality_report import DEFAULTS, LOOP, NMT_DEFAULTS, NMT_LOOP, Quality
 from benchmarks.report import environment_line, results_of, table
 from core.files.atomic import atomic_path
@@ -221,17 +221,12 @@ def step_table(results: Results, benchmark: str) -> str:
     ``translation_step`` (contenders against the step before) or ``attention_kernels``."""
     result = results.newest(benchmark)
     if benchmark == "translation_step":
-        rows = [[row["contender"], f"{row['items_per_s']:,.0f}", f"{row['speedup']:.2f}x"] for row in result["rows"]]
-        header = ["step", "target tokens/s", "over before"]
-        if result.get("compile_seconds") is not None:
-            rows.append(["compiling the step once", f"{result['compile_seconds']:.0f} s", "-"])
+        lines = translation_step.markdown(result["rows"], result.get("compile_seconds"))
     elif benchmark == "attention_kernels":
-        rows = [[row["dtype"], row["keys"], f"{1e3 * row['fused']['median_s']:.1f}", f"{1e3 * row['math']['median_s']:.1f}",
-                 f"{row['math_speedup']:.2f}x"] for row in result["rows"]]
-        header = ["dtype", "keys", "fused kernel ms", "math kernel ms", "math over fused"]
+        lines = attention_kernels.markdown(result["rows"])
     else:
         raise KeyError(f"table:step names translation_step or attention_kernels, not {benchmark}")
-    return f"{table(header, rows)}\n\n{environment_line(result)}"
+    return f"{lines}\n\n{environment_line(result)}"
 
 
 def precision_speedup(results: Results, head: str) -> str:

@@ -19,7 +19,7 @@ from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
-from benchmarks import fine_tune, quality_report, report
+from benchmarks import attention_kernels, fine_tune, quality_report, report, translation_step
 from benchmarks.report import results_of, table
 from core.files.atomic import atomic_path
 
@@ -278,19 +278,24 @@ def precision_section(results_dir: Path) -> str:
     )
 
 
+def latest_markdown(results_dir: Path, benchmark: str, markdown: Callable[[Mapping[str, Any]], str]) -> str:
+    """The latest result of ``benchmark`` as its script's own table (``markdown`` of the result),
+    and the command that wrote it."""
+    results = latest_of(results_dir, benchmark)
+    if not results:
+        return "(no results)"
+    name, result = results[-1]
+    return f"{markdown(result)}\n\n{sources([(None, name, result)])}"
+
+
 def translation_step_section(results_dir: Path) -> str:
-    return latest_table(
-        results_dir, "translation_step", ["step", "target tokens/s", "over before"],
-        lambda row: [row["contender"], f"{row['items_per_s']:.0f}", f"{row['speedup']:.2f}x"],
+    return latest_markdown(
+        results_dir, "translation_step", lambda result: translation_step.markdown(result["rows"], result.get("compile_seconds"))
     )
 
 
 def attention_kernels_section(results_dir: Path) -> str:
-    return latest_table(
-        results_dir, "attention_kernels", ["dtype", "keys", "fused kernel ms", "math kernel ms", "math over fused"],
-        lambda row: [row["dtype"], row["keys"], f"{1e3 * row['fused']['median_s']:.1f}",
-                     f"{1e3 * row['math']['median_s']:.1f}", f"{row['math_speedup']:.2f}x"],
-    )
+    return latest_markdown(results_dir, "attention_kernels", lambda result: attention_kernels.markdown(result["rows"]))
 
 
 def commands_section(results_dir: Path) -> str:

@@ -110,6 +110,15 @@ def mini(vocab: int, quick: bool, bias: bool = True) -> Seq2SeqTransformer:
     return model
 
 
+def markdown(rows: list[dict[str, Any]], compile_seconds: float | None) -> str:
+    """The rows of a result as a table: each step's tokens/s and its speed over ``before``, and
+    the compile time where the step was compiled."""
+    cells = [[row["contender"], f"{row['items_per_s']:,.0f}", f"{row['speedup']:.2f}x"] for row in rows]
+    if compile_seconds is not None:
+        cells.append(["compiling the step once", f"{compile_seconds:.0f} s", "-"])
+    return table(("step", "target tokens/s", "over before"), cells)
+
+
 def main(argv: list[str] | None = None) -> dict[str, Any]:
     argv = sys.argv[1:] if argv is None else argv
     parser = base_parser(__doc__.splitlines()[0])
@@ -149,10 +158,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     rows = [
         {"contender": name, **speed, "speedup": speed_ratio(speed, speeds["before"])} for name, speed in speeds.items()
     ]
-    lines = table(
-        ("contender", "target tokens/s", "over before"),
-        ((row["contender"], f"{row['items_per_s']:.0f}", f"{row['speedup']:.2f}x") for row in rows),
-    )
+    lines = markdown(rows, compile_seconds)
     env = environment(torch.device("cpu"), args.threads, " ".join(["python -m benchmarks.translation_step", *argv]))
     return table_result(
         "translation_step", env, rows, lines, args.append, tokens=tokens, sentences=sentences, length=length,

@@ -76,6 +76,10 @@ class MultiHeadAttention(nn.Module):
         bias: whether the projections have biases.
         head_dim: width d_k = d_v of one head; ``dim // num_heads`` by default.
         proj_dropout: dropout on the output projection (the sublayer's residual dropout).
+        locality: Locality Self-Attention (Lee, Lee and Song 2021, Eq. 5-7): the scale 1/sqrt(d_k)
+            becomes a learned temperature per head (``temperature``, initialised to it), and in
+            self-attention each token's own key is masked, so a token attends to the others.
+            Not for causal attention, where the first position would see no key.
     """
 
     def __init__(
@@ -86,6 +90,7 @@ class MultiHeadAttention(nn.Module):
         bias: bool = True,
         head_dim: int | None = None,
         proj_dropout: float = 0.0,
+        locality: bool = False,
     ) -> None:
         super().__init__()
         if head_dim is None:
@@ -95,6 +100,8 @@ class MultiHeadAttention(nn.Module):
         self.head_dim = head_dim
         self.inner_dim = num_heads * head_dim
         self.scale = head_dim**-0.5
+        self.locality = locality
+        self.temperature = nn.Parameter(torch.full((num_heads,), self.scale)) if locality else None
         self.dropout = dropout
         self.qkv = nn.Linear(dim, 3 * self.inner_dim, bias=bias)
         self.proj = nn.Linear(self.inner_dim, dim, bias=bias)
@@ -155,6 +162,8 @@ class MultiHeadAttention(nn.Module):
         if x.dim() != 3:
             raise ValueError(f"attention input must be [batch, length, dim], got shape {tuple(x.shape)}")
         query, key, value = self.project(x, context, key_padding_mask, cache)
+        if self.locality and context is None:
+            attn_mask = self.locality_mask(query, key, causal, cache, attn_mask)
         if context is not None and cache is not None and attn_mask is None:
             # The memory's padding mask does not change from step to step.
             mask, fused_causal = cache.mask, False
@@ -192,6 +201,20 @@ class MultiHeadAttention(nn.Module):
             batch, keys = context.shape[0], key.shape[-2]
             cache.mask = merge_masks(batch, 1, keys, key_padding_mask=key_padding_mask, device=context.device)
         return key, value
+
+    def locality_mask(
+        self, query: Tensor, key: Tensor, causal: bool, cache: AttentionCache | None, attn_mask: Tensor | None
+    ) -> Tensor:
+        """``attn_mask`` with the diagonal also masked (Locality Self-Attention's mask, Eq. 6):
+        bool [T, T] or broadcast with ``attn_mask``'s shape, True = may not attend."""
+        if causal or cache is not None:
+            raise ValueError(
+                "Locality Self-Attention masks each token's own key, so causal attention would leave the "
+                "first position no key; build the attention with locality=False"
+            )
+        length = query.shape[-2]
+        diagonal = torch.eye(length, key.shape[-2], dtype=torch.bool, device=query.device)
+        return diagonal if attn_mask is None else attn_mask | diagonal
 
     def attention_mask(
         self,
@@ -234,8 +257,13 @@ class MultiHeadAttention(nn.Module):
         """Eq. 1 for all heads at once: [B, H, T, d_k] -> [B, H, T, d_v], with the weights
         [B, H, T, S] from the explicit path when ``need_weights``, else through the fused kernel."""
         dropout_p = self.dropout if self.training else 0.0
+        scale = self.scale
+        if self.temperature is not None:
+            # Locality Self-Attention's learned temperature per head scales Q K^T in place of 1/sqrt(d_k).
+            query = query * self.temperature.to(query.dtype).view(1, -1, 1, 1)  # (B, H, T, d_k)
+            scale = 1.0
         if need_weights:
-            return scaled_dot_product(query, key, value, mask, dropout_p, self.scale)
+            return scaled_dot_product(query, key, value, mask, dropout_p, scale)
         with attention_kernel(query, key):
             out = F.scaled_dot_product_attention(
                 query,
@@ -244,7 +272,7 @@ class MultiHeadAttention(nn.Module):
                 attn_mask=None if mask is None else ~mask,
                 dropout_p=dropout_p,
                 is_causal=fused_causal,
-                scale=self.scale,
+                scale=scale,
             )
         return out, None
 

@@ -68,6 +68,8 @@ class ResidualLayer(nn.Module):
         norm_eps: LayerNorm epsilon.
         bias: biases in the linear layers.
         head_dim: per-head width d_k; ``dim // num_heads`` when None.
+        locality: Locality Self-Attention in the attention sublayers (a learned temperature per
+            head; in self-attention the diagonal masked), :class:`core.attention.MultiHeadAttention`.
     """
 
     attention_names: tuple[str, ...] = ()
@@ -87,6 +89,7 @@ class ResidualLayer(nn.Module):
         norm_eps: float = 1e-5,
         bias: bool = True,
         head_dim: int | None = None,
+        locality: bool = False,
     ) -> None:
         super().__init__()
         self.norm_first = norm_first
@@ -96,7 +99,9 @@ class ResidualLayer(nn.Module):
             if name == "mlp":
                 sublayer: nn.Module = FeedForward(dim, ffn_width(dim, ffn_dim, mlp_ratio), activation, dropout, bias)
             else:
-                sublayer = MultiHeadAttention(dim, num_heads, attn_dropout, bias, head_dim, proj_dropout=dropout)
+                sublayer = MultiHeadAttention(
+                    dim, num_heads, attn_dropout, bias, head_dim, proj_dropout=dropout, locality=locality
+                )
             self.add_module(name, sublayer)
             self.add_module(f"ls{index}", scale)
             self.add_module(f"drop_path{index}", path)

@@ -72,6 +72,8 @@ def timm_obstacle(model: dict[str, Any]) -> str | None:
         return f"the {model['stem']} stem (timm's ViT has the linear patch embedding, model.stem=patch)"
     if model["norm_eps"] != TIMM_NORM_EPS:
         return f"LayerNorm epsilon {model['norm_eps']} (timm's ViT has {TIMM_NORM_EPS})"
+    if model.get("locality"):
+        return "Locality Self-Attention (timm's ViT has plain attention, model.locality=false)"
     return None
 
 

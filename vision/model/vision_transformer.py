@@ -61,6 +61,8 @@ class VisionTransformer(nn.Module):
             :class:`vision.model.conv_stem.ConvStem`, Xiao et al. 2021: ahead of the linear
             embedding from scratch on every set measured, docs/decisions.md) or ``patch`` (Eq. 1's
             linear patch embedding; timm's, needed for timm weights).
+        locality: Locality Self-Attention (Lee, Lee and Song 2021) in every layer: a learned
+            temperature per head and each token's own key masked (:class:`core.MultiHeadAttention`).
     """
 
     def __init__(
@@ -85,6 +87,7 @@ class VisionTransformer(nn.Module):
         dynamic_img_size: bool = False,
         weight_init: str = "timm",
         stem: str = "conv",
+        locality: bool = False,
     ) -> None:
         super().__init__()
         require_pool(pool, pos_embed, class_token)
@@ -116,6 +119,7 @@ class VisionTransformer(nn.Module):
             attn_dropout=attn_dropout,
             activation="gelu",
             layer_scale=layer_scale,
+            locality=locality,
         )
         if fc_norm:
             # The final norm moves after pooling: LN(mean(z)) differs from mean(LN(z)).

@@ -47,12 +47,15 @@ def as_plain(value: Any) -> Any:
 @pytest.mark.parametrize(
     ("cls", "path", "section"),
     [
-        (VisionTransformer, "model/vit_tiny.yaml", None),
-        (Seq2SeqTransformer, "model/transformer_base.yaml", "model"),  # with its recipe: a global package
+        (VisionTransformer, "model/vit_tiny.yaml", "model"),  # with its recipe: a global package
+        (Seq2SeqTransformer, "model/transformer_base.yaml", "model"),
         (ImageClassifier, "vision.yaml", "module"),
+        (ImageClassifier, "model/vit_tiny.yaml", "module"),  # the rate and warmup of the preset's size
         (TranslationModule, "nlp.yaml", "module"),
+        (TranslationModule, "model/transformer_base.yaml", "module"),
     ],
-    ids=["VisionTransformer", "Seq2SeqTransformer", "ImageClassifier", "TranslationModule"],
+    ids=["VisionTransformer", "Seq2SeqTransformer", "ImageClassifier", "ImageClassifier-rate", "TranslationModule",
+         "TranslationModule-rate"],
 )
 def test_class_defaults_are_the_named_preset(cls: type, path: str, section: str | None) -> None:
     expected = {key: value for key, value in preset(path, section).items() if value != AUTO}
@@ -71,8 +74,9 @@ def test_every_model_preset_names_the_class_its_module_builds(directory: str, cl
     assert names
     for name in names:
         config = OmegaConf.load(CONF / "model" / f"{name}.yaml")
-        model = config.model if "model" in config else config  # the translation presets carry their recipe too
-        assert get_class(model._target_) is cls, name
+        # The architecture and the recipe of its size (and the preset's own warmup cap, if any).
+        assert {"model", "module"} <= set(config) <= {"model", "module", "budget"}, name
+        assert get_class(config.model._target_) is cls, name
 
 
 def tiny_vision_config(*overrides: str) -> Any:

@@ -59,8 +59,9 @@ def accuracy_metrics(num_classes: int) -> MetricCollection:
 class ImageClassifier(FollowsThePlan, LightningModule):
     """A ViT image classifier.
 
-    The defaults are the recipe of ``conf/vision.yaml`` (its ``module`` section), except that
-    Mixup and CutMix stay off unless asked for.
+    The defaults are the recipe of ``conf/vision.yaml`` (its ``module`` section) with the peak
+    rate and warmup of the ``vit_tiny`` preset (``conf/model/vit_tiny.yaml``), except that Mixup
+    and CutMix stay off unless asked for.
 
     Args:
         model: :class:`VisionTransformer` arguments (the ``model`` config group); ``num_classes``

@@ -120,7 +120,7 @@ def test_unknown_config_key_is_refused() -> None:
 
 @pytest.mark.parametrize("name", ["vit_tiny_patch16_224", "vit_small_patch16_224", "vit_base_patch16_224"])
 def test_224px_presets_have_timms_architecture(name: str) -> None:
-    cfg = OmegaConf.to_container(OmegaConf.load(CONF / "model" / f"{name}.yaml"))
+    cfg = OmegaConf.to_container(OmegaConf.load(CONF / "model" / f"{name}.yaml").model)
     cfg.pop("_target_")
     with torch.device("meta"):
         ours = VisionTransformer(**cfg, num_classes=1000)

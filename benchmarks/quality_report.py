@@ -468,7 +468,7 @@ def plot_quality(figures: Mapping[tuple, Cell], order: tuple[str, ...], ylabel: 
     for ax in axes[len(panels):]:
         ax.set_visible(False)
     for ax, (data, unit) in zip(axes, panels):
-        for name in order:
+        for index, name in enumerate(order):
             points = sorted(
                 (budget[1], cell) for (d, budget, n), cell in figures.items() if (d, budget[0], n) == (data, unit, name)
             )
@@ -477,7 +477,9 @@ def plot_quality(figures: Mapping[tuple, Cell], order: tuple[str, ...], ylabel: 
             x = [length for length, _ in points]
             y = [cell.mean for _, cell in points]
             errors = [[cell.mean - cell.low for _, cell in points], [cell.high - cell.mean for _, cell in points]]
-            ax.errorbar(x, y, yerr=errors, marker="o", capsize=3, label=name)
+            # A contender's colour is its place in ``order``, the same in every panel, so the
+            # shared legend holds where a panel lacks some contenders.
+            ax.errorbar(x, y, yerr=errors, marker="o", capsize=3, label=name, color=f"C{index % 10}")
         lengths = sorted({budget[1] for d, budget, _ in figures if (d, budget[0]) == (data, unit)})
         ax.set_xscale("log")
         ax.set_xticks(lengths, [f"{length:g}" for length in lengths])

@@ -206,3 +206,25 @@ def test_a_proving_ground_of_another_size_is_its_own_set() -> None:
     assert quality_report.vision_data(ground, settings(50_000)) == "cluttered-digits (50,000)"
     assert quality_report.vision_data(ground, {}) == "cluttered-digits"  # lines from before counts were recorded
     assert quality_report.vision_data({"data": "digits"}, {"images": {"digits": {"train": 1258}}}) == "digits"
+
+
+def test_a_contender_keeps_its_colour_in_every_panel(tmp_path: Path, monkeypatch) -> None:
+    from matplotlib.axes import Axes
+
+    drawn: list[tuple[str, str, str]] = []
+    errorbar = Axes.errorbar
+
+    def recording(self, *args, **kwargs):
+        drawn.append((self.get_title(), kwargs["label"], kwargs["color"]))
+        return errorbar(self, *args, **kwargs)
+
+    monkeypatch.setattr(Axes, "errorbar", recording)
+    cell = quality_report.Cell(50.0, 49.0, 51.0, 1, None, None)
+    figures = {  # the first set lacks the middle contender, so a colour cycle per panel would shift
+        ("a", ("epochs", 3.0), "loop"): cell, ("a", ("epochs", 3.0), "today"): cell,
+        ("b", ("epochs", 3.0), "loop"): cell, ("b", ("epochs", 3.0), "earlier"): cell, ("b", ("epochs", 3.0), "today"): cell,
+    }
+    quality_report.plot_quality(figures, ("loop", "earlier", "today"), "accuracy", tmp_path / "q.png")
+    colours = {label: {colour for _, name, colour in drawn if name == label} for _, label, _ in drawn}
+    assert all(len(found) == 1 for found in colours.values()) and len(set.union(*colours.values())) == 3
+    assert (tmp_path / "q.png").is_file()

@@ -31,6 +31,8 @@ Figure names (``kind:argument:...``):
   training step costs lever by lever, or the two attention kernels by length (a table, its machine
   and command); ``precision:HEAD``: the head's bf16 training step over float32's
   (``benchmarks.precision``).
+- ``table:decoding``: the decoding setting of each corpus chosen on its validation split, and the
+  test BLEU of the defaults and of it (``benchmarks.decoding_choice``), a table.
 - ``char-lm:output``: what the language model page's program printed (``benchmarks.char_lm``).
 - ``table:fine-tune:HEAD`` / ``table:fine-tune:HEAD:DATA``: starting from trained weights against
   training from scratch (``benchmarks.fine_tune``; ``DATA``: the image folder's name), a table
@@ -50,7 +52,7 @@ from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
-from benchmarks import attention_kernels, fine_tune, quality_report, translation_step
+from benchmarks import attention_kernels, decoding_choice, fine_tune, quality_report, translation_step
 from benchmarks.quality_report import DEFAULTS, LOOP, NMT_DEFAULTS, NMT_LOOP, Quality
 from benchmarks.report import environment_line, results_of, table
 from core.files.atomic import atomic_path
@@ -229,6 +231,13 @@ def step_table(results: Results, benchmark: str) -> str:
     return f"{lines}\n\n{environment_line(result)}"
 
 
+def decoding_table(results: Results) -> str:
+    """The latest ``benchmarks.decoding_choice``: each corpus's decoding setting chosen on its
+    validation split, the test BLEU of the defaults and of it, with its machine and command."""
+    result = results.newest("decoding_choice")
+    return f"{decoding_choice.markdown(result['rows'])}\n\n{environment_line(result)}"
+
+
 def precision_speedup(results: Results, head: str) -> str:
     """A head's bf16 training step speed over float32's, from the latest ``benchmarks.precision``."""
     row = results.row("precision", lambda row: row["head"] == head)
@@ -237,6 +246,7 @@ def precision_speedup(results: Results, head: str) -> str:
 
 FIGURES: dict[str, Callable[..., str]] = {
     "table:step": step_table,
+    "table:decoding": decoding_table,
     "precision": precision_speedup,
     "table:fine-tune": fine_tune_table,
     "fine-tune": fine_tune_figure,

@@ -19,7 +19,7 @@ from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
-from benchmarks import attention_kernels, fine_tune, quality_report, report, translation_step
+from benchmarks import attention_kernels, decoding_choice, fine_tune, quality_report, report, translation_step
 from benchmarks.report import results_of, table
 from core.files.atomic import atomic_path
 
@@ -298,6 +298,10 @@ def attention_kernels_section(results_dir: Path) -> str:
     return latest_markdown(results_dir, "attention_kernels", lambda result: attention_kernels.markdown(result["rows"]))
 
 
+def decoding_choice_section(results_dir: Path) -> str:
+    return latest_markdown(results_dir, "decoding_choice", lambda result: decoding_choice.markdown(result["rows"]))
+
+
 def commands_section(results_dir: Path) -> str:
     return latest_table(
         results_dir, "commands", ["command", "`--help` s", "refused argument", "s"],
@@ -318,6 +322,7 @@ def render(results_dir: Path) -> str:
         precision=precision_section(results_dir),
         translation_step=translation_step_section(results_dir),
         attention_kernels=attention_kernels_section(results_dir),
+        decoding_choice=decoding_choice_section(results_dir),
         commands=commands_section(results_dir),
     )
 
@@ -434,6 +439,14 @@ the math kernel of `F.scaled_dot_product_attention` alternated, by precision and
 the measurement behind `core.attention.MATH_KERNEL_MAX_KEYS`.
 
 {attention_kernels}
+
+## Decoding settings per corpus
+
+`python -m benchmarks.decoding_choice`: beam width, length penalty and n-gram blocking of each
+trained model chosen on its validation split by an `nlp.evaluate` sweep, then the test BLEU of the
+defaults and of the chosen setting ([Translation](docs/translation.md#decoding-settings)).
+
+{decoding_choice}
 
 ## Commands answer at once
 

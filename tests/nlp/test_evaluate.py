@@ -4,6 +4,7 @@ translations, decoding overrides that take effect, and bad input ending in one `
 
 from __future__ import annotations
 
+import csv
 import json
 import sys
 from pathlib import Path
@@ -13,6 +14,7 @@ from hydra import compose, initialize_config_dir
 from omegaconf import DictConfig
 from sacrebleu.metrics import BLEU, CHRF
 
+from benchmarks import decoding_choice
 from core.errors import InputError
 from core.training.evaluation import evaluate_checkpoint
 from nlp import evaluate
@@ -108,3 +110,40 @@ def test_the_command_names_a_checkpoint_it_cannot_use(
     error = capsys.readouterr().err
     assert error.startswith("error:") and error.count("\n") == 1 and "Traceback" not in error, error
     assert str(path) in error
+
+
+def test_a_sweep_over_decoding_settings_writes_each_jobs_scores_in_a_table(
+    checkpoint: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    sweep_dir = tmp_path / "sweep"
+    monkeypatch.setattr(sys, "argv", [
+        "nlp.evaluate", "-m", f"ckpt_path={checkpoint}", "data=toy", "trainer=cpu", "module.beam_size=1,3",
+        f"hydra.sweep.dir={sweep_dir}",
+    ])
+    evaluate.main()
+    with (sweep_dir / "trials.csv").open() as file:
+        trials = list(csv.DictReader(file))
+    assert [trial["module.beam_size"] for trial in trials] == ["1", "3"]
+    for trial in trials:  # each job's scores are those of one evaluation with its setting
+        alone = evaluate_checkpoint(
+            eval_config(tmp_path / trial["job"], f"ckpt_path={checkpoint}", "data=toy", f"module.beam_size={trial['module.beam_size']}"),
+            HEAD,
+        )
+        assert float(trial["test/bleu"]) == pytest.approx(alone["test/bleu"])
+        assert float(trial["test/rep4"]) == pytest.approx(alone["test/rep4"])
+
+
+@pytest.mark.slow
+def test_decoding_choice_picks_on_validation_and_scores_the_pick_on_test(checkpoint: Path, tmp_path: Path) -> None:
+    result = decoding_choice.main([
+        "--model", f"toy={checkpoint}", "--beams", "1", "3", "--length-penalties", "0.6", "--no-repeat", "0", "2",
+        "--overrides", "data=toy", "trainer=cpu", "--out-dir", str(tmp_path / "sweeps"),
+    ])
+    row = result["rows"][0]
+    assert len(row["val"]) == 4 and row["chosen"] == {
+        key: value for key, value in max(row["val"], key=lambda entry: entry["bleu"]).items() if key not in ("bleu", "rep4")
+    }
+    chosen = row["chosen"]
+    settings = [f"module.beam_size={int(chosen['beam_size'])}", f"module.no_repeat_ngram_size={int(chosen['no_repeat_ngram_size'])}"]
+    alone = evaluate_checkpoint(eval_config(tmp_path / "alone", f"ckpt_path={checkpoint}", "data=toy", *settings), HEAD)
+    assert row["test_chosen"]["bleu"] == pytest.approx(alone["test/bleu"])

@@ -77,6 +77,11 @@ LEVER_NAMES = {
     "module.cooldown_fraction=0.5": "The linear fall to zero over the last half of the budget instead of the last fifth",
     "model.pool=mean": "Global average pooling of the patch tokens instead of the class token",
     "module.min_lr_ratio=0": "The cosine schedule ending at zero at the last step instead of at 1% of the peak",
+    "model.locality=true": "Locality Self-Attention (Lee et al. 2021): a learned temperature, each token's own key masked",
+    "model.encoder_depth=4 + model.decoder_depth=2": "A deeper encoder and a shallower decoder: 4 + 2 layers instead of 3 + 3",
+    "module.lr=3e-3": "A peak rate of 3e-3 instead of 2e-3",
+    "+callbacks.ema._target_=lightning.pytorch.callbacks.EMAWeightAveraging":
+        "An exponential moving average of the weights (decay 0.999) for validation, testing and the checkpoints",
 }
 
 

@@ -85,3 +85,12 @@ def test_a_vision_transformer_with_locality_attention_trains_in_every_layer() ->
     assert all(torch.isfinite(layer.attn.temperature.grad).all() for layer in net.encoder.layers)
     assert "Locality Self-Attention" in timm_obstacle({"stem": "patch", "norm_eps": 1e-6, "locality": True})
     assert timm_obstacle({"stem": "patch", "norm_eps": 1e-6}) is None  # the settings of older checkpoints
+
+
+def test_a_vision_transformer_with_locality_attention_traces_and_exports() -> None:
+    torch.manual_seed(0)
+    net = VisionTransformer(img_size=16, patch_size=4, num_classes=3, dim=32, depth=1, num_heads=4, locality=True).eval()
+    images = torch.randn(2, 3, 16, 16)
+    expected = net(images)
+    torch.testing.assert_close(torch.jit.trace(net, images)(images), expected)
+    torch.testing.assert_close(torch.export.export(net, (images,)).module()(images), expected)

@@ -235,7 +235,7 @@ def decoding_table(results: Results) -> str:
     """The latest ``benchmarks.decoding_choice``: each corpus's decoding setting chosen on its
     validation split, the test BLEU of the defaults and of it, with its machine and command."""
     result = results.newest("decoding_choice")
-    return f"{decoding_choice.markdown(result['rows'])}\n\n{environment_line(result)}"
+    return f"{decoding_choice.markdown(result['rows'], result['settings'].get('candidate'))}\n\n{environment_line(result)}"
 
 
 def precision_speedup(results: Results, head: str) -> str:

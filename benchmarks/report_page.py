@@ -299,7 +299,7 @@ def attention_kernels_section(results_dir: Path) -> str:
 
 
 def decoding_choice_section(results_dir: Path) -> str:
-    return latest_markdown(results_dir, "decoding_choice", lambda result: decoding_choice.markdown(result["rows"]))
+    return latest_markdown(results_dir, "decoding_choice", lambda result: decoding_choice.markdown(result["rows"], result["settings"].get("candidate")))
 
 
 def commands_section(results_dir: Path) -> str:

@@ -137,7 +137,7 @@ def test_a_sweep_over_decoding_settings_writes_each_jobs_scores_in_a_table(
 def test_decoding_choice_picks_on_validation_and_scores_the_pick_on_test(checkpoint: Path, tmp_path: Path) -> None:
     result = decoding_choice.main([
         "--model", f"toy={checkpoint}", "--beams", "1", "3", "--length-penalties", "0.6", "--no-repeat", "0", "2",
-        "--overrides", "data=toy", "trainer=cpu", "--out-dir", str(tmp_path / "sweeps"),
+        "--candidate", "3", "0.6", "2", "--overrides", "data=toy", "trainer=cpu", "--out-dir", str(tmp_path / "sweeps"),
     ])
     row = result["rows"][0]
     assert len(row["val"]) == 4 and row["chosen"] == {
@@ -147,3 +147,12 @@ def test_decoding_choice_picks_on_validation_and_scores_the_pick_on_test(checkpo
     settings = [f"module.beam_size={int(chosen['beam_size'])}", f"module.no_repeat_ngram_size={int(chosen['no_repeat_ngram_size'])}"]
     alone = evaluate_checkpoint(eval_config(tmp_path / "alone", f"ckpt_path={checkpoint}", "data=toy", *settings), HEAD)
     assert row["test_chosen"]["bleu"] == pytest.approx(alone["test/bleu"])
+    candidate = ["module.beam_size=3", "module.no_repeat_ngram_size=2"]
+    alone = evaluate_checkpoint(eval_config(tmp_path / "candidate", f"ckpt_path={checkpoint}", "data=toy", *candidate), HEAD)
+    assert row["test_candidate"] == {"bleu": pytest.approx(alone["test/bleu"]), "rep4": pytest.approx(alone["test/rep4"])}
+    # Run again over the same directory, the sweeps are read back, not run.
+    (tmp_path / "sweeps" / "toy" / "val" / "0" / "metrics.json").unlink()
+    assert decoding_choice.main([
+        "--model", f"toy={checkpoint}", "--beams", "1", "3", "--length-penalties", "0.6", "--no-repeat", "0", "2",
+        "--candidate", "3", "0.6", "2", "--overrides", "data=toy", "trainer=cpu", "--out-dir", str(tmp_path / "sweeps"),
+    ])["rows"] == result["rows"]

@@ -1,6 +1,6 @@
 """The decoding settings of each corpus: beam width, length penalty (GNMT alpha) and n-gram
 blocking chosen on the validation split of a trained model, then scored on its test split beside
-the checkpoint's own settings (the defaults).
+the checkpoint's own settings (as trained).
 
 Every setting is one job of an ``nlp.evaluate`` sweep (``-m``, Hydra's basic launcher), read back
 from the sweep's ``trials.csv``; the test split is decoded only for the defaults and for the
@@ -107,11 +107,11 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
 
 
 def markdown(rows: list[dict[str, Any]], candidate: list[float] | None = None) -> str:
-    """One line per corpus: the chosen setting and the test BLEU of the defaults, of it and of the
-    candidate."""
+    """One line per corpus: the chosen setting and the test BLEU of the checkpoint's own settings,
+    of it and of the candidate."""
     extra = f" test BLEU, {int(candidate[0])}, {candidate[1]:g}, {int(candidate[2])} |" if candidate else ""
     lines = [
-        f"| corpus | chosen on validation (beam, alpha, blocked n-gram) | test BLEU, defaults | test BLEU, chosen |{extra}",
+        f"| corpus | chosen on validation (beam, alpha, blocked n-gram) | test BLEU, as trained | test BLEU, chosen |{extra}",
         "|---|---|---|---|" + ("---|" if candidate else ""),
     ]
     for row in rows:

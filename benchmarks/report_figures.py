@@ -18,7 +18,8 @@ Figure names (``kind:argument:...``):
 - ``lever:OVERRIDE``: one lever or earlier default (vision, else translation) against the defaults it
   changes, a list.
 - ``gain:OVERRIDE``: the least and the most the defaults gain over that lever, ``LOW to HIGH``;
-  ``gains:OVERRIDE``: each gain on one line, for a table's cell.
+  ``gains:OVERRIDE``: each gain on one line, for a table's cell (``gains:OVERRIDE:nlp`` or
+  ``:vision``: one head's, where both measured the override).
 - ``speedups:OVERRIDE``: the defaults' training images/s (tokens/s) over that lever's, per data set
   and budget measured on one machine.
 - ``commands``: how fast each command answers (``benchmarks.commands``), a table.
@@ -114,11 +115,13 @@ def translation_table(results: Results) -> str:
     return quality_report.defaults_table(quality.nmt, NMT_DEFAULTS, NMT_LOOP, what="corpus")
 
 
-def lever_effects(results: Results, lever: str) -> list[quality_report.Effect]:
-    """The lever's effects in the vision results, else in the translation results: against today's
+def lever_effects(results: Results, lever: str, head: str = "") -> list[quality_report.Effect]:
+    """The lever's effects in the vision results, else in the translation results (``head``:
+    ``vision`` or ``nlp`` for one head's, where both measured the override): against today's
     defaults where it was measured against them, else against the earlier defaults it changed."""
     quality = results.quality
-    found = quality_report.effects(quality.vision_runs).get(lever) or quality_report.effects(quality.nmt_runs).get(lever)
+    vision = quality_report.effects(quality.vision_runs).get(lever) if head in ("", "vision") else None
+    found = vision or (quality_report.effects(quality.nmt_runs).get(lever) if head in ("", "nlp") else None)
     if not found:
         raise LookupError(f"the quality results measure no lever {lever!r}")
     today = [effect for effect in found if effect.against in (DEFAULTS, NMT_DEFAULTS)]
@@ -134,8 +137,8 @@ def gain(results: Results, override: str) -> str:
     return f"{gains[0]:.1f} to {gains[-1]:.1f}"
 
 
-def gains(results: Results, override: str) -> str:
-    return "; ".join(effect.words(gain=True) for effect in lever_effects(results, override))
+def gains(results: Results, override: str, head: str = "") -> str:
+    return "; ".join(effect.words(gain=True) for effect in lever_effects(results, override, head))
 
 
 def speedups(results: Results, override: str) -> str:

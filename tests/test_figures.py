@@ -313,3 +313,12 @@ def test_the_language_model_benchmark_runs_the_page(tmp_path: Path) -> None:
     assert result["steps"] == 2 and result["val_loss_after"] < result["val_loss_before"]
     assert re.match(r"\d+ s, validation loss \d\.\d\d -> \d\.\d\d nats per character\n", result["output"])
     assert json.loads((tmp_path / "char_lm.jsonl").read_text())["output"] == result["output"]
+
+
+def test_a_lever_both_heads_measured_is_quoted_for_the_head_named() -> None:
+    results = report_figures.Results(RESULTS)
+    nlp = report_figures.figure(results, "gains:module.label_smoothing=0:nlp")
+    vision = report_figures.figure(results, "gains:module.label_smoothing=0:vision")
+    assert "8 minutes" in nlp and "epochs" not in nlp
+    assert "epochs" in vision and "minutes" not in vision
+    assert report_figures.figure(results, "gains:module.label_smoothing=0") == vision  # vision first, as before

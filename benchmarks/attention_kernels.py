@@ -13,7 +13,7 @@ bfloat16 and gradients, attention over at most that many keys takes the math ker
 from __future__ import annotations
 
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import torch
@@ -54,6 +54,11 @@ def markdown(rows: list[dict[str, Any]]) -> str:
           f"{row['math_speedup']:.2f}x") for row in rows),
     )
 
+
+
+def result_markdown(result: Mapping[str, Any]) -> str:
+    """The table of one of this script's result lines (BENCHMARKS.md and the docs' figure)."""
+    return markdown(result["rows"])
 
 def main(argv: list[str] | None = None) -> dict[str, Any]:
     argv = sys.argv[1:] if argv is None else argv

@@ -21,6 +21,7 @@ import itertools
 import subprocess
 import sys
 import tempfile
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -123,6 +124,11 @@ def markdown(rows: list[dict[str, Any]], candidate: list[float] | None = None) -
         )
     return "\n".join(lines)
 
+
+
+def result_markdown(result: Mapping[str, Any]) -> str:
+    """The table of one of this script's result lines (BENCHMARKS.md and the docs' figure)."""
+    return markdown(result["rows"], result["settings"].get("candidate"))
 
 def main(argv: list[str] | None = None) -> dict[str, Any]:
     argv = sys.argv[1:] if argv is None else argv

@@ -33,7 +33,8 @@ Figure names (``kind:argument:...``):
   and command); ``precision:HEAD``: the head's bf16 training step over float32's
   (``benchmarks.precision``).
 - ``table:decoding``: the decoding setting of each corpus chosen on its validation split, and the
-  test BLEU of the defaults and of it (``benchmarks.decoding_choice``), a table.
+  test BLEU of the checkpoint's own settings, of it and of a candidate (``benchmarks.decoding_choice``),
+  a table.
 - ``char-lm:output``: what the language model page's program printed (``benchmarks.char_lm``).
 - ``table:fine-tune:HEAD`` / ``table:fine-tune:HEAD:DATA``: starting from trained weights against
   training from scratch (``benchmarks.fine_tune``; ``DATA``: the image folder's name), a table
@@ -53,9 +54,10 @@ from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
-from benchmarks import attention_kernels, decoding_choice, fine_tune, quality_report, translation_step
+from benchmarks import fine_tune, quality_report
 from benchmarks.quality_report import DEFAULTS, LOOP, NMT_DEFAULTS, NMT_LOOP, Quality
 from benchmarks.report import environment_line, results_of, table
+from benchmarks.report_page import SCRIPT_TABLES
 from core.files.atomic import atomic_path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -221,24 +223,13 @@ def fine_tune_figure(results: Results, head: str, data: str, contender: str) -> 
     return f"{100 * row['test_acc']:.1f}%" if head == "vision" else f"{row['bleu']:.1f} BLEU"
 
 
-def step_table(results: Results, benchmark: str) -> str:
-    """The latest table of a step-speed benchmark with its machine and command:
-    ``translation_step`` (contenders against the step before) or ``attention_kernels``."""
+def script_table(results: Results, benchmark: str) -> str:
+    """The latest result of ``benchmark`` as its script prints its table
+    (:data:`benchmarks.report_page.SCRIPT_TABLES`), with its machine and command."""
+    if benchmark not in SCRIPT_TABLES:
+        raise KeyError(f"no table of {benchmark}; the tables: {', '.join(SCRIPT_TABLES)}")
     result = results.newest(benchmark)
-    if benchmark == "translation_step":
-        lines = translation_step.markdown(result["rows"], result.get("compile_seconds"))
-    elif benchmark == "attention_kernels":
-        lines = attention_kernels.markdown(result["rows"])
-    else:
-        raise KeyError(f"table:step names translation_step or attention_kernels, not {benchmark}")
-    return f"{lines}\n\n{environment_line(result)}"
-
-
-def decoding_table(results: Results) -> str:
-    """The latest ``benchmarks.decoding_choice``: each corpus's decoding setting chosen on its
-    validation split, the test BLEU of the defaults and of it, with its machine and command."""
-    result = results.newest("decoding_choice")
-    return f"{decoding_choice.markdown(result['rows'], result['settings'].get('candidate'))}\n\n{environment_line(result)}"
+    return f"{SCRIPT_TABLES[benchmark](result)}\n\n{environment_line(result)}"
 
 
 def precision_speedup(results: Results, head: str) -> str:
@@ -248,8 +239,8 @@ def precision_speedup(results: Results, head: str) -> str:
 
 
 FIGURES: dict[str, Callable[..., str]] = {
-    "table:step": step_table,
-    "table:decoding": decoding_table,
+    "table:step": script_table,
+    "table:decoding": lambda results: script_table(results, "decoding_choice"),
     "precision": precision_speedup,
     "table:fine-tune": fine_tune_table,
     "fine-tune": fine_tune_figure,

@@ -288,18 +288,12 @@ def latest_markdown(results_dir: Path, benchmark: str, markdown: Callable[[Mappi
     return f"{markdown(result)}\n\n{sources([(None, name, result)])}"
 
 
-def translation_step_section(results_dir: Path) -> str:
-    return latest_markdown(
-        results_dir, "translation_step", lambda result: translation_step.markdown(result["rows"], result.get("compile_seconds"))
-    )
-
-
-def attention_kernels_section(results_dir: Path) -> str:
-    return latest_markdown(results_dir, "attention_kernels", lambda result: attention_kernels.markdown(result["rows"]))
-
-
-def decoding_choice_section(results_dir: Path) -> str:
-    return latest_markdown(results_dir, "decoding_choice", lambda result: decoding_choice.markdown(result["rows"], result["settings"].get("candidate")))
+# The scripts whose result lines are shown as the script prints its own table.
+SCRIPT_TABLES: dict[str, Callable[[Mapping[str, Any]], str]] = {
+    "translation_step": translation_step.result_markdown,
+    "attention_kernels": attention_kernels.result_markdown,
+    "decoding_choice": decoding_choice.result_markdown,
+}
 
 
 def commands_section(results_dir: Path) -> str:
@@ -320,9 +314,7 @@ def render(results_dir: Path) -> str:
         serve=serve_section(results_dir),
         fine_tune=fine_tune_section(results_dir),
         precision=precision_section(results_dir),
-        translation_step=translation_step_section(results_dir),
-        attention_kernels=attention_kernels_section(results_dir),
-        decoding_choice=decoding_choice_section(results_dir),
+        **{name: latest_markdown(results_dir, name, markdown) for name, markdown in SCRIPT_TABLES.items()},
         commands=commands_section(results_dir),
     )
 

@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import sys
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager, nullcontext
 from typing import Any
 
@@ -118,6 +118,11 @@ def markdown(rows: list[dict[str, Any]], compile_seconds: float | None) -> str:
         cells.append(["compiling the step once", f"{compile_seconds:.0f} s", "-"])
     return table(("step", "target tokens/s", "over before"), cells)
 
+
+
+def result_markdown(result: Mapping[str, Any]) -> str:
+    """The table of one of this script's result lines (BENCHMARKS.md and the docs' figure)."""
+    return markdown(result["rows"], result.get("compile_seconds"))
 
 def main(argv: list[str] | None = None) -> dict[str, Any]:
     argv = sys.argv[1:] if argv is None else argv

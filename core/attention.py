@@ -100,7 +100,6 @@ class MultiHeadAttention(nn.Module):
         self.head_dim = head_dim
         self.inner_dim = num_heads * head_dim
         self.scale = head_dim**-0.5
-        self.locality = locality
         self.temperature = nn.Parameter(torch.full((num_heads,), self.scale)) if locality else None
         self.dropout = dropout
         self.qkv = nn.Linear(dim, 3 * self.inner_dim, bias=bias)
@@ -162,7 +161,7 @@ class MultiHeadAttention(nn.Module):
         if x.dim() != 3:
             raise ValueError(f"attention input must be [batch, length, dim], got shape {tuple(x.shape)}")
         query, key, value = self.project(x, context, key_padding_mask, cache)
-        if self.locality and context is None:
+        if self.temperature is not None and context is None:
             attn_mask = self.locality_mask(query, key, causal, cache, attn_mask)
         if context is not None and cache is not None and attn_mask is None:
             # The memory's padding mask does not change from step to step.

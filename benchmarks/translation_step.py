@@ -10,6 +10,8 @@ Contenders (alternating A B C ..., each its median):
 - ``predicted rows``: the output layer and its softmax only on the predicted (non-pad) positions;
 - ``defaults``: both, the step ``nlp.train`` takes;
 - ``defaults, no biases``: the linear layers without biases (Cramming);
+- ``defaults, dropout R``: dropout at a rate of ``R`` (``nlp.recipe``'s auto dropout switches on at
+  ``MIN_DROPOUT``; a layer draws a random number per activation at any rate above 0);
 - ``defaults, vocabulary V``: the output layer and embeddings at another vocabulary size (same
   batch of ids: the cost per token; a smaller vocabulary cuts sentences into more tokens);
 - ``defaults, torch.compile``: the step's forward and loss compiled (``--compile``; its compile
@@ -38,10 +40,12 @@ from benchmarks.common import base_parser, environment, interleave, setup, speed
 from benchmarks.report import table
 from core.training.plan.precision import cpu_computes_bf16
 from nlp.model import Seq2SeqTransformer
+from nlp.recipe import MIN_DROPOUT
 
 PAD_ID = 0
 VOCAB = 8000
 OTHER_VOCABULARIES = (4000, 16000)
+DROPOUT_RATES = (0.005, MIN_DROPOUT)
 
 
 def padded_batch(sentences: int, length: int, vocab: int, generator: torch.Generator) -> Tensor:
@@ -96,13 +100,13 @@ def training_step(
     return step
 
 
-def mini(vocab: int, quick: bool, bias: bool = True) -> Seq2SeqTransformer:
-    """``transformer_mini`` (``quick``: a tiny model) without dropout."""
+def mini(vocab: int, quick: bool, bias: bool = True, dropout: float = 0.0) -> Seq2SeqTransformer:
+    """``transformer_mini`` (``quick``: a tiny model), without dropout unless ``dropout``."""
     torch.manual_seed(0)
     size = dict(dim=32, num_heads=2, encoder_depth=1, decoder_depth=1, ffn_dim=64) if quick else dict(
         dim=256, num_heads=4, encoder_depth=3, decoder_depth=3, ffn_dim=1024
     )
-    model = Seq2SeqTransformer(vocab, vocab, **size, dropout=0.0, max_len=256, norm_first=True)
+    model = Seq2SeqTransformer(vocab, vocab, **size, dropout=dropout, max_len=256, norm_first=True)
     if not bias:
         for layer in model.modules():
             if isinstance(layer, nn.Linear):
@@ -146,6 +150,10 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
             mini(vocab, args.quick, bias=False), source, target, predicted_rows=True, math_kernel=True
         ),
     }
+    for rate in DROPOUT_RATES:
+        steps[f"defaults, dropout {rate:g}"] = training_step(
+            mini(vocab, args.quick, dropout=rate), source, target, predicted_rows=True, math_kernel=True
+        )
     for other in (32, 128) if args.quick else OTHER_VOCABULARIES:
         steps[f"defaults, vocabulary {other:,}"] = training_step(
             mini(other, args.quick), source % other, target % other, predicted_rows=True, math_kernel=True

@@ -144,7 +144,7 @@ class TranslationModule(FollowsThePlan, pl.LightningModule):
             return
         plan = self.followed_plan = run_plan(self.trainer)
         epochs = plan.epochs if plan is not None else 0.0
-        rate = planned_dropout(epochs)
+        rate = planned_dropout(epochs, self.auto_dropout or 0.0)
         for layer in self.net.modules():
             if isinstance(layer, torch.nn.Dropout):
                 layer.p = rate

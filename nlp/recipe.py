@@ -6,9 +6,16 @@ is short of fitting, not of overfitting. Measured (docs/decisions.md, Translatio
 (about 12 passes over fr-en) a model without dropout overfits after the fifth pass and loses to
 0.1; at 8 minutes (one to three passes) it is ahead on the long sentences and on the long
 passages of three languages, and a little behind on the short messages (one seed each). So
-``model.dropout: auto`` (of ``transformer_mini``, the preset of CPU budgets) follows :func:`dropout`: none up to ``START_EPOCHS`` planned passes,
-``FULL_DROPOUT`` from ``FULL_EPOCHS``, linear in log(passes) between. Attention-weight dropout
-(``model.attn_dropout``) is a setting of its own.
+``model.dropout: auto`` (of ``transformer_mini``, the preset of CPU budgets) follows :func:`dropout`:
+none up to ``START_EPOCHS`` planned passes, ``FULL_DROPOUT`` from ``FULL_EPOCHS``, linear in
+log(passes) between. Attention-weight dropout (``model.attn_dropout``) is a setting of its own.
+
+A dropout layer costs the same at any rate above 0: it draws a random number for every
+activation, and a CPU draws them slowly (``benchmarks.translation_step`` times a step with and
+without; docs/translation.md, Speed of a training step). A rate of a few thousandths regularizes
+next to nothing for that price, so the dropout switches on only once the
+plan asks for ``MIN_DROPOUT``, and then follows the ramp; it stays on after that, or the slower
+steps would shrink the plan below the threshold and switch it off again.
 
 :meth:`nlp.module.TranslationModule.follow_plan` reads the run's plan
 (:func:`core.training.plan.budget.run_plan`) at the start of every epoch, and a ``max_time`` run
@@ -22,8 +29,12 @@ from core.training.plan.lengths import ramp
 START_EPOCHS = 3.0
 FULL_EPOCHS = 10.0
 FULL_DROPOUT = 0.1
+MIN_DROPOUT = FULL_DROPOUT / 2  # the rate that switches the dropout on (about 5.5 planned passes)
 
 
-def dropout(epochs: float) -> float:
-    """The dropout of a run of ``epochs`` planned passes over its training corpus."""
-    return FULL_DROPOUT * ramp(epochs, START_EPOCHS, FULL_EPOCHS)
+def dropout(epochs: float, in_force: float = 0.0) -> float:
+    """The dropout of a run of ``epochs`` planned passes over its training corpus: the ramp, but 0
+    while the ramp is under :data:`MIN_DROPOUT` and the run has no dropout on (``in_force``, the
+    rate it has now, is 0)."""
+    rate = FULL_DROPOUT * ramp(epochs, START_EPOCHS, FULL_EPOCHS)
+    return rate if rate >= MIN_DROPOUT or in_force > 0 else 0.0

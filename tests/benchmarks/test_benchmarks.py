@@ -83,6 +83,7 @@ def test_translation_step_times_each_lever_against_the_step_before(tmp_path: Pat
     assert json.loads(results.read_text()) == output
     names = [row["contender"] for row in output["rows"]]
     assert names[:5] == ["before", "math kernel", "predicted rows", "defaults", "defaults, no biases"]
+    assert names[5:7] == ["defaults, dropout 0.005", "defaults, dropout 0.05"]  # 0.05: nlp.recipe.MIN_DROPOUT
     assert names[-1] == "defaults, torch.compile" and output["compile_seconds"] > 0
     assert output["rows"][0]["speedup"] == 1.0 and output["tokens"] > 0
 

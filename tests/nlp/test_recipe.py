@@ -14,7 +14,7 @@ from torch.utils.data import DataLoader
 from core.training.runner import train
 from nlp.data.tokenizer import SubwordTokenizer
 from nlp.module import TranslationModule
-from nlp.recipe import FULL_DROPOUT, FULL_EPOCHS, START_EPOCHS, dropout
+from nlp.recipe import FULL_DROPOUT, FULL_EPOCHS, MIN_DROPOUT, START_EPOCHS, dropout
 from tests.nlp.conftest import nlp_config
 from tests.nlp.test_module import TINY, toy_batch
 
@@ -23,10 +23,17 @@ def test_no_dropout_for_a_few_passes_the_full_rate_for_many() -> None:
     assert [dropout(epochs) for epochs in (0.0, 1.0, START_EPOCHS)] == [0.0, 0.0, 0.0]
     assert dropout(FULL_EPOCHS) == dropout(100.0) == FULL_DROPOUT
     between = math.sqrt(START_EPOCHS * FULL_EPOCHS)  # halfway in log(passes)
-    assert dropout(between) == pytest.approx(FULL_DROPOUT / 2)
+    assert dropout(between, in_force=FULL_DROPOUT) == pytest.approx(FULL_DROPOUT / 2)
     lengths = [1, 3, 4, 6, 8, 10, 30]
     assert all(dropout(short) <= dropout(long) for short, long in zip(lengths, lengths[1:]))
     assert dropout(float("nan")) == 0.0  # a plan of unknown length
+
+
+def test_the_dropout_switches_on_at_its_minimum_and_then_stays_on() -> None:
+    assert MIN_DROPOUT == FULL_DROPOUT / 2
+    assert dropout(4.0) == 0.0 < dropout(4.0, in_force=MIN_DROPOUT) < MIN_DROPOUT  # the ramp, once on
+    assert dropout(6.0) >= MIN_DROPOUT  # past the ramp's midpoint (about 5.5 passes) it switches on
+    assert dropout(START_EPOCHS, in_force=MIN_DROPOUT) == 0.0  # none for a few passes, on or not
 
 
 @pytest.mark.parametrize(("epochs", "expected"), [(2, 0.0), (12, FULL_DROPOUT)])
@@ -53,9 +60,10 @@ def test_the_dropout_layers_follow_the_plan(toy_tokenizer: SubwordTokenizer) -> 
     batch = toy_batch(toy_tokenizer)
     loader = DataLoader([batch], batch_size=None)
     trainer = pl.Trainer(
-        max_epochs=5, accelerator="cpu", logger=False, enable_checkpointing=False, enable_progress_bar=False,
+        max_epochs=7, accelerator="cpu", logger=False, enable_checkpointing=False, enable_progress_bar=False,
         enable_model_summary=False, num_sanity_val_steps=0, limit_val_batches=0,
     )
     trainer.fit(module, loader)
     (rate,) = dropout_rates(module)
-    assert rate == pytest.approx(dropout(5.0)) and 0 < rate < FULL_DROPOUT
+    assert rate == pytest.approx(dropout(7.0)) and MIN_DROPOUT < rate < FULL_DROPOUT
+

@@ -62,6 +62,7 @@ from sacrebleu.metrics import BLEU, CHRF
 from torch import Tensor, nn
 
 import core
+from core.constraints import AUTO
 from benchmarks import corpora
 from benchmarks.common import cli_precision, environment, run_training_cli, table_result
 from benchmarks.report import table
@@ -70,6 +71,7 @@ from nlp.data.datamodule import TranslationDataModule
 from nlp.decoding import length_limits, repetition_rate
 from nlp.data.gettext import DEFAULT_LOCALE_DIR, read_gettext_corpus
 from nlp.data.tokenizer import SubwordTokenizer
+from nlp.recipe import MIN_DROPOUT
 
 CONF = Path(__file__).resolve().parents[1] / "conf"
 QUICK_OVERRIDES = ("model=transformer_tiny", "data.vocab_size=300", "trainer.num_sanity_val_steps=0")
@@ -144,7 +146,7 @@ def max_time(seconds: float) -> str:
 
 def run_cli(seconds: float, overrides: list[str], run_dir: Path, device: str, threads: int) -> dict[str, Any]:
     """``python -m nlp.train`` for ``seconds`` of training; the figures of its ``metrics.json``, the
-    precision it trained in and its ``model.dropout``."""
+    precision it trained in and its ``model.dropout`` (an auto one with the rate it switches on at)."""
     cli_overrides = [
         *overrides,
         f"trainer={'gpu' if device == 'cuda' else 'cpu'}",
@@ -152,6 +154,7 @@ def run_cli(seconds: float, overrides: list[str], run_dir: Path, device: str, th
         "logger=csv",
     ]
     metrics, _ = run_training_cli("nlp.train", cli_overrides, run_dir, threads)
+    dropout = OmegaConf.load(run_dir / ".hydra" / "config.yaml").model.dropout  # a number, or auto (nlp.recipe)
     return {
         "bleu": metrics["test/bleu"],
         "chrf": metrics["test/chrf"],
@@ -162,7 +165,8 @@ def run_cli(seconds: float, overrides: list[str], run_dir: Path, device: str, th
         "train_seconds": metrics["fit_seconds"],
         "steps": metrics["optimizer_steps"],
         "precision": cli_precision(overrides, device),
-        "dropout": OmegaConf.load(run_dir / ".hydra" / "config.yaml").model.dropout,  # a number, or auto (nlp.recipe)
+        "dropout": dropout,
+        **({"min_dropout": MIN_DROPOUT} if dropout == AUTO else {}),  # the rate an auto dropout switches on at
     }
 
 

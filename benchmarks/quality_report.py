@@ -13,7 +13,8 @@ convolutional stem is the default since it was measured on four sets; rows recor
 ``stem: patch`` or ``+ model.stem=conv``) and the warmup cap (``budget.max_warmup_fraction``,
 recorded in each row since the cap of ``conf/vision.yaml`` moved from 0.1 to 0.3; rows without it
 ran with 0.1). The translation CLI's rows are named by their precision and their dropout (a row
-that recorded no ``dropout`` ran with 0.1, before ``model.dropout: auto``). A recipe other than
+that recorded no ``dropout`` ran with 0.1, before ``model.dropout: auto``; an ``auto`` one that
+recorded no ``min_dropout`` switched its dropout on at any planned rate). A recipe other than
 today's defaults is either an earlier default (the history) or
 a lever (an override under test); each is set against the defaults it changes, on the seeds both
 have, and told in words under the one table of today's defaults against the loop.
@@ -52,6 +53,7 @@ PRECISION = "trainer.precision="
 FLOAT32 = "32-true"  # the precision of a row that did not record its own (before trainer.precision=auto)
 DROPOUT = "model.dropout="
 LEGACY_DROPOUT = 0.1  # the translation presets' dropout when a row did not record its own
+AUTO_FROM_START = "auto from 3 passes"  # an auto dropout recorded without its min_dropout: on at any planned rate
 STEM = "model.stem="
 WARMUP_CAP = "budget.max_warmup_fraction="
 LEGACY_WARMUP_CAP = 0.1  # conf/vision.yaml's cap when a row did not record its own
@@ -73,6 +75,7 @@ LEVER_NAMES = {
     "model.weight_init=mimetic": "Mimetic initialization of the attention weights",
     "trainer.precision=32-true": "Float32 instead of bf16 autocast",
     "model.dropout=0.1": "Dropout 0.1 at every budget instead of sized to the planned passes",
+    f"model.dropout={AUTO_FROM_START}": "The auto dropout on at any rate the plan asks for, instead of from half its full rate",
     "data.vocab_size=4000": "A vocabulary of 4,000 subwords instead of 8,000",
     "module.cooldown_fraction=0.5": "The linear fall to zero over the last half of the budget instead of the last fifth",
     "model.pool=mean": "Global average pooling of the patch tokens instead of the class token",
@@ -166,8 +169,10 @@ def vision_contender(row: Mapping[str, Any], settings: Mapping[str, Any], defaul
 
 def is_history(lever: str) -> bool:
     """An earlier default (the patch embedding, the warmup cap, translation in float32 or with
-    dropout 0.1), not an override under test."""
-    return lever.startswith((STEM, WARMUP_CAP)) or lever in (f"{PRECISION}{FLOAT32}", f"{DROPOUT}{LEGACY_DROPOUT}")
+    dropout 0.1 or an auto dropout without its minimum), not an override under test."""
+    return lever.startswith((STEM, WARMUP_CAP)) or lever in (
+        f"{PRECISION}{FLOAT32}", f"{DROPOUT}{LEGACY_DROPOUT}", f"{DROPOUT}{AUTO_FROM_START}"
+    )
 
 
 def vision_data(row: Mapping[str, Any], settings: Mapping[str, Any]) -> str:
@@ -201,13 +206,16 @@ def vision_runs(results: Iterable[Mapping[str, Any]], default_cap: float) -> lis
 def nmt_contender(row: Mapping[str, Any], default_dropout: float | str = LEGACY_DROPOUT) -> Contender:
     """The row's line in the tables: the loop, the defaults by their precision (bf16 autocast
     today, float32 before ``trainer.precision=auto``) and their dropout where it is not today's
-    ``default_dropout`` (``auto`` today; a row that recorded none ran with 0.1), or a lever under
+    ``default_dropout`` (``auto`` today; a row that recorded none ran with 0.1, an ``auto`` one
+    without ``min_dropout`` switched on at any rate), or a lever under
     test as ``<those defaults> + <overrides>``."""
     name = row["contender"]
     if name == NMT_LOOP:
         return Contender(NMT_LOOP)
     extras = [part.strip() for part in name.split(" + ")[1:]]
     dropout = row.get("dropout", LEGACY_DROPOUT)
+    if dropout == "auto" and "min_dropout" not in row:
+        dropout = AUTO_FROM_START
     recipe = NMT_DEFAULTS if dropout == default_dropout else f"{NMT_DEFAULTS}, dropout {dropout}"
     own = f"{recipe}, float32" if row.get("precision", FLOAT32) == FLOAT32 else recipe
     levers = [extra for extra in extras if not extra.startswith((PRECISION, DROPOUT))]
@@ -625,7 +633,8 @@ the same minutes. What was tried for the translation defaults, and why they are 
 
 Translation trains in bf16 autocast where the hardware computes bfloat16
 (`trainer.precision=auto`; before, in float32) and sizes `transformer_mini`'s dropout to the
-planned passes over the corpus (`model.dropout: auto`; before, 0.1 at every budget). Each earlier
+planned passes over the corpus (`model.dropout: auto`; before, 0.1 at every budget), switched on
+from half its full rate (before, at any rate the plan asked for). Each earlier
 recipe against the defaults it was replaced by, at the same corpus, budget and seeds (its figure
 first, then theirs, and the difference):
 

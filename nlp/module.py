@@ -138,8 +138,7 @@ class TranslationModule(FollowsThePlan, pl.LightningModule):
     def follow_plan(self) -> None:
         """With ``model.dropout: auto``, set every dropout layer of the network to
         :func:`nlp.recipe.dropout` of the planned passes (:func:`core.training.plan.budget.run_plan`,
-        the same on every process; none while a time budget is being measured); log it when it
-        changes."""
+        the same on every process) at the start of an epoch; log it when it changes."""
         if self.hparams.model.get("dropout") != AUTO:
             return
         plan = self.followed_plan = run_plan(self.trainer)
@@ -151,6 +150,12 @@ class TranslationModule(FollowsThePlan, pl.LightningModule):
         if rate != self.auto_dropout:
             log.info("dropout %.3g for %.3g planned passes over the corpus (model.dropout=auto)", rate, epochs)
             self.auto_dropout = rate
+
+    def on_train_batch_start(self, batch: Any, batch_idx: int) -> None:
+        """The dropout follows the plan at the start of each epoch only (:meth:`follow_plan`), not
+        from a time budget's first plan in the middle of the first: made from the first timed
+        steps, that one runs ahead of the pace the run keeps, and could switch the dropout on for
+        good (:func:`nlp.recipe.dropout`)."""
 
     def training_step(self, batch: Batch, batch_idx: int) -> Tensor:
         """The label-smoothed loss of one batch, logged per target token."""

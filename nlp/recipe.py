@@ -18,8 +18,8 @@ plan asks for ``MIN_DROPOUT``, and then follows the ramp; it stays on after that
 steps would shrink the plan below the threshold and switch it off again.
 
 :meth:`nlp.module.TranslationModule.follow_plan` reads the run's plan
-(:func:`core.training.plan.budget.run_plan`) at the start of every epoch, and a ``max_time`` run
-from the moment its first steps are timed.
+(:func:`core.training.plan.budget.run_plan`) at the start of every epoch: a ``max_time`` run has no
+dropout in its first epoch, and decides from a plan refined over it.
 """
 
 from __future__ import annotations

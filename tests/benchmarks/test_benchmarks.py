@@ -18,6 +18,7 @@ from benchmarks import (
 )
 from benchmarks.common import interleave, peak_memory
 from nlp.decoding import beam_search, greedy_decode
+from nlp.recipe import MIN_DROPOUT
 from tests.nlp.gettext_catalogs import fake_locale_tree
 
 QUICK = ["--quick", "--threads", "1"]
@@ -205,7 +206,10 @@ def test_quality_nmt_runs_the_cli_and_the_plain_loop_side_by_side(
     alone = quality_nmt.main([*argv, "--corpus", "gettext-en-de", "--contenders", "loop"])
     assert [row["contender"] for row in alone["rows"]] == ["plain nn.Transformer loop"]
     # A corpus of benchmarks.corpora is built into the output folder once and read with data=files.
-    built = quality_nmt.main([*argv, "--corpus", "long-many-en", "--contenders", "cli"])
+    built = quality_nmt.main([*argv, "--corpus", "long-many-en", "--contenders", "cli", "--cli-extra", "model.dropout=auto"])
+    # A CLI row records its dropout, and an auto one the rate it switches on at.
+    assert output["rows"][0]["dropout"] == 0.1 and "min_dropout" not in output["rows"][0]  # transformer_tiny's
+    assert built["rows"][0]["dropout"] == "auto" and built["rows"][0]["min_dropout"] == MIN_DROPOUT
     record = json.loads((tmp_path / "runs" / "corpora" / "long-many-en" / "build.json").read_text())
     assert record["languages"] == ["de", "es"] and record["counts"]["train"] == built["settings"]["corpora"]["long-many-en"]["pairs"]["train"]
     assert f"data.train={tmp_path / 'runs' / 'corpora' / 'long-many-en' / 'train.tsv'}" in built["settings"]["corpora"]["long-many-en"]["overrides"]

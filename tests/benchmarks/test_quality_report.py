@@ -171,17 +171,24 @@ def test_translation_runs_are_named_by_their_precision_and_float32_is_history(tm
 
 
 def test_translation_rows_of_another_dropout_are_an_earlier_recipe() -> None:
-    """Rows that recorded no dropout ran with 0.1; under today's ``auto`` they are the earlier
-    defaults, and their float32 ablation is set against them."""
+    """Rows that recorded no dropout ran with 0.1, and ``auto`` rows that recorded no
+    ``min_dropout`` switched it on at any rate; under today's ``auto`` both are earlier defaults,
+    and their ablations are set against them."""
     contender = quality_report.nmt_contender
     cli = "nlp.train (transformer_mini)"
-    assert contender({"contender": cli, "precision": "bf16-mixed", "dropout": "auto"}, "auto") == Contender(NMT_DEFAULTS)
+    today = {"precision": "bf16-mixed", "dropout": "auto", "min_dropout": 0.05}
+    assert contender({"contender": cli, **today}, "auto") == Contender(NMT_DEFAULTS)
     earlier = f"{NMT_DEFAULTS}, dropout 0.1"
     assert contender({"contender": cli, "precision": "bf16-mixed"}, "auto") == Contender(earlier, NMT_DEFAULTS, "model.dropout=0.1")
     assert contender({"contender": cli}, "auto") == Contender(f"{earlier}, float32", earlier, "trainer.precision=32-true")
-    lever = contender({"contender": f"{cli} + module.lr=1e-3", "precision": "bf16-mixed", "dropout": "auto"}, "auto")
+    any_rate = f"{NMT_DEFAULTS}, dropout auto from 3 passes"
+    before_minimum = {"contender": cli, "precision": "bf16-mixed", "dropout": "auto"}
+    assert contender(before_minimum, "auto") == Contender(any_rate, NMT_DEFAULTS, "model.dropout=auto from 3 passes")
+    lever = contender({"contender": f"{cli} + module.lr=1e-3", **today}, "auto")
     assert lever == Contender(f"{NMT_DEFAULTS} + module.lr=1e-3", NMT_DEFAULTS, "module.lr=1e-3")
+    assert contender({**before_minimum, "contender": f"{cli} + module.lr=1e-3"}, "auto").base == any_rate
     assert quality_report.is_history("model.dropout=0.1") and not quality_report.is_history("model.dropout=0.2")
+    assert quality_report.is_history("model.dropout=auto from 3 passes")
 
 
 def test_the_docs_results_page_is_up_to_date_with_the_result_files() -> None:

@@ -11,7 +11,9 @@ import pytest
 import torch
 from torch.utils.data import DataLoader
 
+from core.training.plan.budget import TrainingBudget
 from core.training.runner import train
+from nlp import recipe
 from nlp.data.tokenizer import SubwordTokenizer
 from nlp.module import TranslationModule
 from nlp.recipe import FULL_DROPOUT, FULL_EPOCHS, MIN_DROPOUT, START_EPOCHS, dropout
@@ -67,3 +69,29 @@ def test_the_dropout_layers_follow_the_plan(toy_tokenizer: SubwordTokenizer) -> 
     (rate,) = dropout_rates(module)
     assert rate == pytest.approx(dropout(7.0)) and MIN_DROPOUT < rate < FULL_DROPOUT
 
+
+
+def test_a_time_budget_decides_its_dropout_at_an_epoch_start_not_from_its_first_plan(
+    toy_tokenizer: SubwordTokenizer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(recipe, "START_EPOCHS", 1e-3)  # any plan asks for the full rate, whatever this machine's pace
+    monkeypatch.setattr(recipe, "FULL_EPOCHS", 2e-3)
+    module = TranslationModule(model={**TINY, "dropout": "auto"}, tokenizer=toy_tokenizer.to_json())
+    seen: list[tuple[int, bool, set[float]]] = []
+
+    class Watch(pl.Callback):
+        def on_train_batch_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule, *args: object) -> None:
+            budget = next(callback for callback in trainer.callbacks if isinstance(callback, TrainingBudget))
+            seen.append((trainer.current_epoch, budget.plan is not None, dropout_rates(module)))
+
+    trainer = pl.Trainer(
+        max_time={"seconds": 4}, max_epochs=1000, limit_val_batches=0, accelerator="cpu", logger=False,
+        enable_checkpointing=False, enable_progress_bar=False, enable_model_summary=False,
+        callbacks=[TrainingBudget(max_warmup_fraction=0.3, measure_steps=2, refine_every_n_steps=5), Watch()],
+    )
+    trainer.fit(module, DataLoader([toy_batch(toy_tokenizer)] * 8, batch_size=None))
+    first_epoch = [(planned, rates) for epoch, planned, rates in seen if epoch == 0]
+    assert any(planned for planned, _ in first_epoch)  # planned inside the first epoch
+    assert all(rates == {0.0} for _, rates in first_epoch)  # but no dropout before the next epoch
+    later = [rates for epoch, _, rates in seen if epoch > 0]
+    assert later and all(rates == {FULL_DROPOUT} for rates in later)

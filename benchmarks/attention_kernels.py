@@ -55,10 +55,10 @@ def markdown(rows: list[dict[str, Any]]) -> str:
     )
 
 
-
 def result_markdown(result: Mapping[str, Any]) -> str:
     """The table of one of this script's result lines (BENCHMARKS.md and the docs' figure)."""
     return markdown(result["rows"])
+
 
 def main(argv: list[str] | None = None) -> dict[str, Any]:
     argv = sys.argv[1:] if argv is None else argv

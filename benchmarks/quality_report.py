@@ -37,6 +37,7 @@ from omegaconf import OmegaConf
 from benchmarks.proving_grounds import DEFAULT_COUNTS, SETS
 from benchmarks.quality_vision import CONF
 from benchmarks.report import length_of, results_of, table
+from core.constraints import AUTO
 from core.files.atomic import atomic_path
 
 RESULTS = Path(__file__).parent / "results"
@@ -214,7 +215,7 @@ def nmt_contender(row: Mapping[str, Any], default_dropout: float | str = LEGACY_
         return Contender(NMT_LOOP)
     extras = [part.strip() for part in name.split(" + ")[1:]]
     dropout = row.get("dropout", LEGACY_DROPOUT)
-    if dropout == "auto" and "min_dropout" not in row:
+    if dropout == AUTO and "min_dropout" not in row:
         dropout = AUTO_FROM_START
     recipe = NMT_DEFAULTS if dropout == default_dropout else f"{NMT_DEFAULTS}, dropout {dropout}"
     own = f"{recipe}, float32" if row.get("precision", FLOAT32) == FLOAT32 else recipe

@@ -123,10 +123,10 @@ def markdown(rows: list[dict[str, Any]], compile_seconds: float | None) -> str:
     return table(("step", "target tokens/s", "over before"), cells)
 
 
-
 def result_markdown(result: Mapping[str, Any]) -> str:
     """The table of one of this script's result lines (BENCHMARKS.md and the docs' figure)."""
     return markdown(result["rows"], result.get("compile_seconds"))
+
 
 def main(argv: list[str] | None = None) -> dict[str, Any]:
     argv = sys.argv[1:] if argv is None else argv

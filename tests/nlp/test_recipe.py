@@ -70,7 +70,6 @@ def test_the_dropout_layers_follow_the_plan(toy_tokenizer: SubwordTokenizer) -> 
     assert rate == pytest.approx(dropout(7.0)) and MIN_DROPOUT < rate < FULL_DROPOUT
 
 
-
 def test_a_time_budget_decides_its_dropout_at_an_epoch_start_not_from_its_first_plan(
     toy_tokenizer: SubwordTokenizer, monkeypatch: pytest.MonkeyPatch
 ) -> None:

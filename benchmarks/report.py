@@ -43,8 +43,17 @@ def latest_results(path: Path) -> dict[str, dict[str, Any]]:
 
 
 def length_of(row: Mapping[str, Any]) -> tuple[str, float]:
-    """How long a quality row's run was: ``("epochs", E)`` or ``("minutes", M)``."""
+    """How long a quality row's run was: ``("epochs", E)``, ``("minutes", M)`` or ``("steps", N)``
+    (a run bounded by optimizer steps, ``max_steps``)."""
+    if "max_steps" in row:
+        return "steps", row["max_steps"]
     return ("minutes", row["minutes"]) if "minutes" in row else ("epochs", row["epochs"])
+
+
+def budget_label(budget: tuple[str, float]) -> str:
+    """A budget in a table's cell: ``3 ep``, ``8 min``, ``2300 steps``."""
+    unit, length = budget
+    return f"{length:g} {dict(epochs='ep', minutes='min').get(unit, unit)}"
 
 
 def table(header: Iterable[str], rows: Iterable[Iterable[Any]]) -> str:

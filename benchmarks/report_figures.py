@@ -28,10 +28,11 @@ Figure names (``kind:argument:...``):
 - ``images-held:TRAIN:start`` / ``images-held:TRAIN:peak`` / ``images-held:speed``: what holding an
   image folder in memory costs at start and in memory, and its training speed over the files'
   (``benchmarks.scale_images``).
-- ``table:step:translation_step`` / ``table:step:attention_kernels``: what a translation
-  training step costs lever by lever, or the two attention kernels by length (a table, its machine
-  and command); ``precision:HEAD``: the head's bf16 training step over float32's
-  (``benchmarks.precision``).
+- ``table:step:translation_step`` / ``table:step:attention_kernels`` / ``table:step:dropout_speed``:
+  what a translation training step costs lever by lever, the two attention kernels by length, or
+  the two dropouts by precision (a table, its machine and command); ``precision:HEAD``: the head's
+  bf16 training step over float32's (``benchmarks.precision``); ``dropout:DTYPE``: ``core.dropout``
+  over ``F.dropout`` in that dtype (``benchmarks.dropout_speed``).
 - ``table:decoding``: the decoding setting of each corpus chosen on its validation split, and the
   test BLEU of the checkpoint's own settings, of it and of a candidate (``benchmarks.decoding_choice``),
   a table.
@@ -238,8 +239,15 @@ def precision_speedup(results: Results, head: str) -> str:
     return f"{row['bf16_speedup']:.2f}x"
 
 
+def dropout_speedup(results: Results, dtype: str) -> str:
+    """``core.dropout``'s speed over ``F.dropout``'s in ``dtype``, from the latest ``benchmarks.dropout_speed``."""
+    row = results.row("dropout_speed", lambda row: row["dtype"] == dtype)
+    return f"{row['speedup']:.1f}x"
+
+
 FIGURES: dict[str, Callable[..., str]] = {
     "table:step": script_table,
+    "dropout": dropout_speedup,
     "table:decoding": lambda results: script_table(results, "decoding_choice"),
     "precision": precision_speedup,
     "table:fine-tune": fine_tune_table,

@@ -19,7 +19,9 @@ from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
-from benchmarks import attention_kernels, decoding_choice, fine_tune, quality_report, report, translation_step
+from benchmarks import (
+    attention_kernels, decoding_choice, dropout_speed, fine_tune, quality_report, report, translation_step,
+)
 from benchmarks.report import results_of, table
 from core.files.atomic import atomic_path
 
@@ -292,6 +294,7 @@ def latest_markdown(results_dir: Path, benchmark: str, markdown: Callable[[Mappi
 SCRIPT_TABLES: dict[str, Callable[[Mapping[str, Any]], str]] = {
     "translation_step": translation_step.result_markdown,
     "attention_kernels": attention_kernels.result_markdown,
+    "dropout_speed": dropout_speed.result_markdown,
     "decoding_choice": decoding_choice.result_markdown,
 }
 
@@ -431,6 +434,15 @@ the math kernel of `F.scaled_dot_product_attention` alternated, by precision and
 the measurement behind `core.attention.MATH_KERNEL_MAX_KEYS`.
 
 {attention_kernels}
+
+## A dropout layer (CPU)
+
+`python -m benchmarks.dropout_speed`: one dropout layer forward and backward on the activations of
+a feed-forward hidden layer of `transformer_mini`, PyTorch's `F.dropout` and `core.dropout` (its
+mask from bulk integer draws) alternated, beside the product alone, by precision
+([Translation](docs/translation.md#speed-of-a-training-step)).
+
+{dropout_speed}
 
 ## Decoding settings per corpus
 

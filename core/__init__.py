@@ -1,10 +1,10 @@
 """Transformer building blocks of "Attention Is All You Need" (Vaswani et al. 2017).
 
 Torch only: importing ``core`` loads neither Lightning nor Hydra. The blocks live here, one file
-each (attention, cache, feedforward, layers, masks, positional, regularization, schedules,
-stacks); the training machinery both heads share lives in :mod:`core.training` and is imported
-explicitly. The names below load on first use (PEP 562), so a command that only reads its
-arguments, or a module of :mod:`core.training`, does not pay for importing torch.
+each (attention, cache, dropout, feedforward, layers, masks, positional, regularization,
+schedules, stacks); the training machinery both heads share lives in :mod:`core.training` and is
+imported explicitly. The names below load on first use (PEP 562), so a command that only reads
+its arguments, or a module of :mod:`core.training`, does not pay for importing torch.
 """
 
 from __future__ import annotations
@@ -21,6 +21,7 @@ _EXPORTS = {
     "DecoderCache": "core.cache",
     "DecoderLayer": "core.layers",
     "DropPath": "core.regularization",
+    "Dropout": "core.dropout",
     "Encoder": "core.stacks",
     "EncoderLayer": "core.layers",
     "FeedForward": "core.feedforward",

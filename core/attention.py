@@ -13,6 +13,7 @@ from torch.nn.attention import SDPBackend, sdpa_kernel
 
 from core.cache import AttentionCache
 from core.constraints import require_head_width
+from core.dropout import Dropout
 from core.masks import merge_masks
 
 
@@ -104,7 +105,7 @@ class MultiHeadAttention(nn.Module):
         self.dropout = dropout
         self.qkv = nn.Linear(dim, 3 * self.inner_dim, bias=bias)
         self.proj = nn.Linear(self.inner_dim, dim, bias=bias)
-        self.proj_drop = nn.Dropout(proj_dropout)
+        self.proj_drop = Dropout(proj_dropout)
 
     def _split_heads(self, x: Tensor) -> Tensor:
         batch, length, _ = x.shape

@@ -5,6 +5,7 @@ from __future__ import annotations
 from torch import Tensor, nn
 
 from core.constraints import ACTIVATION, ACTIVATIONS
+from core.dropout import Dropout
 
 
 def make_activation(name: str) -> nn.Module:
@@ -37,9 +38,9 @@ class FeedForward(nn.Module):
         super().__init__()
         self.fc1 = nn.Linear(dim, hidden_dim, bias=bias)
         self.act = make_activation(activation)
-        self.drop1 = nn.Dropout(dropout)
+        self.drop1 = Dropout(dropout)
         self.fc2 = nn.Linear(hidden_dim, dim, bias=bias)
-        self.drop2 = nn.Dropout(dropout)
+        self.drop2 = Dropout(dropout)
 
     def forward(self, x: Tensor) -> Tensor:
         return self.drop2(self.fc2(self.drop1(self.act(self.fc1(x)))))

@@ -8,6 +8,7 @@ import torch
 from torch import Tensor, nn
 
 from core.constraints import require_sincos_width
+from core.dropout import Dropout
 
 
 def sinusoidal_table(length: int, dim: int) -> Tensor:
@@ -44,7 +45,7 @@ class SinusoidalPositionalEncoding(nn.Module):
         super().__init__()
         self.max_len = max_len
         self.register_buffer("table", sinusoidal_table(max_len, dim), persistent=False)
-        self.dropout = nn.Dropout(dropout)
+        self.dropout = Dropout(dropout)
 
     def forward(self, x: Tensor, offset: int = 0) -> Tensor:
         check_length(offset, x.shape[1], self.max_len)
@@ -58,7 +59,7 @@ class LearnedPositionalEmbedding(nn.Module):
         super().__init__()
         self.weight = nn.Parameter(torch.zeros(num_positions, dim))
         nn.init.trunc_normal_(self.weight, std=0.02)
-        self.dropout = nn.Dropout(dropout)
+        self.dropout = Dropout(dropout)
 
     def forward(self, x: Tensor, offset: int = 0) -> Tensor:
         check_length(offset, x.shape[1], self.weight.shape[0])

@@ -11,8 +11,9 @@ none up to ``START_EPOCHS`` planned passes, ``FULL_DROPOUT`` from ``FULL_EPOCHS`
 log(passes) between. Attention-weight dropout (``model.attn_dropout``) is a setting of its own.
 
 A dropout layer costs the same at any rate above 0: it draws a random number for every
-activation, and a CPU draws them slowly (``benchmarks.translation_step`` times a step with and
-without; docs/translation.md, Speed of a training step). A rate of a few thousandths regularizes
+activation. ``core.dropout`` draws them in bulk, but a step with dropout is still slower than one
+without (``benchmarks.translation_step`` times both; docs/translation.md, Speed of a training
+step). A rate of a few thousandths regularizes
 next to nothing for that price, so the dropout switches on only once the plan asks for
 ``MIN_DROPOUT``, and then follows the ramp; it stays on after that, or the slower steps would
 shrink the plan below the threshold and switch it off again.

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import core
 
-BLOCKS = {"attention", "cache", "feedforward", "initialization", "layers", "masks", "positional", "regularization", "schedules", "stacks"}
+BLOCKS = {"attention", "cache", "dropout", "feedforward", "initialization", "layers", "masks", "positional", "regularization", "schedules", "stacks"}
 
 
 def imported_modules(path: Path) -> set[str]:

@@ -13,8 +13,8 @@ import torch
 from omegaconf import OmegaConf
 
 from benchmarks import (
-    attention_kernels, decoding, precision, quality_nmt, quality_vision, report, scale, scale_images, seq2seq,
-    translation_step, vit,
+    attention_kernels, decoding, dropout_speed, precision, quality_nmt, quality_vision, report, scale, scale_images,
+    seq2seq, translation_step, vit,
 )
 from benchmarks.common import interleave, peak_memory
 from nlp.decoding import beam_search, greedy_decode
@@ -76,6 +76,18 @@ def test_attention_kernels_time_both_kernels_at_each_length_and_precision(tmp_pa
     ]
     assert all(row["math_speedup"] == round(row["math"]["items_per_s"] / row["fused"]["items_per_s"], 3)
                for row in output["rows"])
+
+
+def test_dropout_speed_times_both_dropouts_and_the_product_in_each_precision(tmp_path: Path) -> None:
+    results = tmp_path / "results.jsonl"
+    output = dropout_speed.main([*QUICK, "--append", str(results)])
+    assert json.loads(results.read_text()) == output
+    assert output["rate"] == MIN_DROPOUT
+    assert [row["dtype"] for row in output["rows"]] == ["bfloat16", "float32"]
+    for row in output["rows"]:
+        assert all(row[name]["items_per_s"] > 0 for name in dropout_speed.CONTENDERS)
+        assert row["speedup"] == round(row["core.dropout"]["items_per_s"] / row["F.dropout"]["items_per_s"], 3)
+    assert "| bfloat16 |" in dropout_speed.result_markdown(output)
 
 
 def test_translation_step_times_each_lever_against_the_step_before(tmp_path: Path) -> None:
@@ -201,8 +213,8 @@ def test_quality_nmt_runs_the_cli_and_the_plain_loop_side_by_side(
     assert english_words[len(lines) // 2] >= 24  # a program's messages joined to 24+ English words
     assert (tmp_path / "runs" / "gettext-en-de_cli_0.05min" / "metrics.json").is_file()
     table = capsys.readouterr().out
-    assert "| corpus | minutes | contender | test BLEU | test chrF | rep4 (references) | steps |" in table
-    assert "| long-es-en | 0.05 | plain nn.Transformer loop |" in table
+    assert "| corpus | budget | contender | test BLEU | test chrF | rep4 (references) | steps |" in table
+    assert "| long-es-en | 0.05 min | plain nn.Transformer loop |" in table
     alone = quality_nmt.main([*argv, "--corpus", "gettext-en-de", "--contenders", "loop"])
     assert [row["contender"] for row in alone["rows"]] == ["plain nn.Transformer loop"]
     # A corpus of benchmarks.corpora is built into the output folder once and read with data=files.
@@ -210,6 +222,14 @@ def test_quality_nmt_runs_the_cli_and_the_plain_loop_side_by_side(
     # A CLI row records its dropout, and an auto one the rate it switches on at.
     assert output["rows"][0]["dropout"] == 0.1 and "min_dropout" not in output["rows"][0]  # transformer_tiny's
     assert built["rows"][0]["dropout"] == "auto" and built["rows"][0]["min_dropout"] == MIN_DROPOUT
+    # A budget of optimizer steps: the CLI alone, bounded by steps at a fixed batch.
+    stepped = quality_nmt.main([*argv, "--corpus", "gettext-en-de", "--contenders", "cli", "--steps", "3"])
+    assert [(row["max_steps"], row["steps"], "minutes" in row) for row in stepped["rows"]] == [(3, 3, False)]
+    config = OmegaConf.load(tmp_path / "runs" / "gettext-en-de_cli_3steps" / ".hydra" / "config.yaml")
+    assert config.trainer.max_time is None and config.data.max_tokens == quality_nmt.STEP_BATCH_TOKENS
+    with pytest.raises(SystemExit) as refused:
+        quality_nmt.main([*argv, "--corpus", "gettext-en-de", "--steps", "3"])  # the loop has no budget of steps
+    assert refused.value.code == 2
     record = json.loads((tmp_path / "runs" / "corpora" / "long-many-en" / "build.json").read_text())
     assert record["languages"] == ["de", "es"] and record["counts"]["train"] == built["settings"]["corpora"]["long-many-en"]["pairs"]["train"]
     assert f"data.train={tmp_path / 'runs' / 'corpora' / 'long-many-en' / 'train.tsv'}" in built["settings"]["corpora"]["long-many-en"]["overrides"]

@@ -15,6 +15,7 @@ from timm.layers import resample_abs_pos_embed
 from torch import Tensor, nn
 
 from core import Encoder, sincos_2d
+from core.dropout import Dropout
 from core.initialization import mimetic_init_
 from vision.constraints import STEM, WEIGHT_INIT, require_pool
 from vision.model.conv_stem import ConvStem
@@ -106,7 +107,7 @@ class VisionTransformer(nn.Module):
             self.pos_embed = nn.Parameter(torch.zeros(1, num_positions, dim))
         else:
             self.register_buffer("pos_embed", self.sincos_table(self.patch_embed.grid_size, dim), persistent=False)
-        self.pos_drop = nn.Dropout(dropout)
+        self.pos_drop = Dropout(dropout)
         self.encoder = Encoder(
             dim,
             depth,

@@ -36,7 +36,11 @@ beside the references' own share), optimizer steps, the final label-smoothed tra
 CLI's last logged ``train/loss``, the plain loop's mean over its last 50 steps) and training
 target tokens per second.
 
-    python -m benchmarks.quality_nmt [--corpus gettext-en-de long-es-en gettext-fr-en] [--minutes 8 30]
+With ``--steps N`` the CLI alone trains for ``N`` optimizer steps instead of minutes, at batches
+of :data:`STEP_BATCH_TOKENS` tokens: a lever and the defaults at equal steps, a pair the machine's
+pace cannot tilt (at equal minutes, a faster minute is more steps).
+
+    python -m benchmarks.quality_nmt [--corpus gettext-en-de long-es-en gettext-fr-en] [--minutes 8 30 | --steps N]
         [--device cpu|cuda] [--threads N] [--locale-dir /usr/share/locale] [--out-dir DIR]
         [--contenders cli loop] [--cli-extra OVERRIDE ...]
         [--append results.jsonl] [--quick]
@@ -65,7 +69,7 @@ import core
 from core.constraints import AUTO
 from benchmarks import corpora
 from benchmarks.common import cli_precision, environment, run_training_cli, table_result
-from benchmarks.report import table
+from benchmarks.report import budget_label, length_of, table
 from nlp.data.batching import Example, pad_batch
 from nlp.data.datamodule import TranslationDataModule
 from nlp.decoding import length_limits, repetition_rate
@@ -75,6 +79,10 @@ from nlp.recipe import MIN_DROPOUT
 
 CONF = Path(__file__).resolve().parents[1] / "conf"
 QUICK_OVERRIDES = ("model=transformer_tiny", "data.vocab_size=300", "trainer.num_sanity_val_steps=0")
+# The batch of a run bounded by steps (--steps): what data.max_tokens=auto gives the proving corpora
+# at 8 and 30 minutes on a CPU (its batch_rule line in the run's log), fixed, since a budget of
+# steps has no tokens of its own to size the batch from.
+STEP_BATCH_TOKENS = 1024
 
 
 @dataclass(frozen=True)
@@ -144,15 +152,18 @@ def max_time(seconds: float) -> str:
     return f"{whole // 86400:02d}:{whole // 3600 % 24:02d}:{whole // 60 % 60:02d}:{whole % 60:02d}"
 
 
-def run_cli(seconds: float, overrides: list[str], run_dir: Path, device: str, threads: int) -> dict[str, Any]:
-    """``python -m nlp.train`` for ``seconds`` of training; the figures of its ``metrics.json``, the
+def budget_overrides(unit: str, length: float) -> list[str]:
+    """The CLI's budget: ``length`` minutes, or ``length`` optimizer steps at batches of
+    :data:`STEP_BATCH_TOKENS` tokens."""
+    if unit == "minutes":
+        return [f"trainer.max_time={max_time(60 * length)}"]
+    return ["trainer.max_time=null", f"trainer.max_steps={length:g}", f"data.max_tokens={STEP_BATCH_TOKENS}"]
+
+
+def run_cli(budget: list[str], overrides: list[str], run_dir: Path, device: str, threads: int) -> dict[str, Any]:
+    """``python -m nlp.train`` with the ``budget`` overrides; the figures of its ``metrics.json``, the
     precision it trained in and its ``model.dropout`` (an auto one with the rate it switches on at)."""
-    cli_overrides = [
-        *overrides,
-        f"trainer={'gpu' if device == 'cuda' else 'cpu'}",
-        f"trainer.max_time={max_time(seconds)}",
-        "logger=csv",
-    ]
+    cli_overrides = [*overrides, f"trainer={'gpu' if device == 'cuda' else 'cpu'}", *budget, "logger=csv"]
     metrics, _ = run_training_cli("nlp.train", cli_overrides, run_dir, threads)
     dropout = OmegaConf.load(run_dir / ".hydra" / "config.yaml").model.dropout  # a number, or auto (nlp.recipe)
     return {
@@ -320,10 +331,10 @@ def run_plain(
 def markdown(rows: list[dict[str, Any]]) -> str:
     """The side-by-side table."""
     return table(
-        ("corpus", "minutes", "contender", "test BLEU", "test chrF", "rep4 (references)", "steps", "train loss",
+        ("corpus", "budget", "contender", "test BLEU", "test chrF", "rep4 (references)", "steps", "train loss",
          "train tokens/s", "train s"),
         (
-            (row["corpus"], f"{row['minutes']:g}", row["contender"], f"{row['bleu']:.2f}", f"{row['chrf']:.2f}",
+            (row["corpus"], budget_label(length_of(row)), row["contender"], f"{row['bleu']:.2f}", f"{row['chrf']:.2f}",
              f"{row['rep4']:.3f} ({row['rep4_ref']:.3f})", row["steps"], f"{row['train_loss']:.3f}",
              f"{row['train_tokens_per_second']:.0f}", f"{row['train_seconds']:.0f}")
             for row in rows
@@ -333,7 +344,12 @@ def markdown(rows: list[dict[str, Any]]) -> str:
 
 def parse_args(argv: list[str]) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--minutes", type=float, nargs="+", default=[8.0, 30.0], help="training budgets to compare")
+    budgets = parser.add_mutually_exclusive_group()
+    budgets.add_argument("--minutes", type=float, nargs="+", default=[8.0, 30.0], help="training budgets to compare")
+    budgets.add_argument(
+        "--steps", type=int, nargs="+", default=None,
+        help=f"budgets of optimizer steps at batches of {STEP_BATCH_TOKENS} tokens instead (the CLI only: pairs at equal steps)",
+    )
     parser.add_argument("--device", default="cpu", choices=("cpu", "cuda"), help="cuda: the CLI with trainer=gpu")
     parser.add_argument("--threads", type=int, default=torch.get_num_threads(), help="CPU threads of both contenders")
     parser.add_argument("--corpus", nargs="+", default=list(PROVING), choices=list(CORPORA), help="proving corpora")
@@ -352,7 +368,9 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
         "--quick", action="store_true", help="transformer_tiny, a few seconds each: checks the script runs"
     )
     args = parser.parse_args(argv)
-    if args.quick:
+    if args.steps and "loop" in args.contenders:
+        parser.error("--steps bounds the CLI's runs only; add --contenders cli")
+    if args.quick and not args.steps:
         args.minutes = [0.05]
     return args
 
@@ -375,16 +393,17 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
             "overrides": overrides,
             "pairs": {split: len(examples) for split, examples in datamodule.examples.items()},
         }
-        for minutes in args.minutes:
-            seconds = 60 * minutes
+        budgets = [("max_steps", steps) for steps in args.steps] if args.steps else [("minutes", m) for m in args.minutes]
+        for unit, length in budgets:
             if "cli" in args.contenders:
-                run_dir = out_dir / f"{name}_cli_{minutes:g}min"
-                cli = run_cli(seconds, [*overrides, *args.cli_extra], run_dir, args.device, args.threads)
+                run_dir = out_dir / f"{name}_cli_{length:g}{'min' if unit == 'minutes' else 'steps'}"
+                budget = budget_overrides(unit, length)
+                cli = run_cli(budget, [*overrides, *args.cli_extra], run_dir, args.device, args.threads)
                 contender = " + ".join(["nlp.train (transformer_mini)", *args.cli_extra])
-                rows += [{"corpus": name, "minutes": minutes, "contender": contender, **cli}]
+                rows += [{"corpus": name, unit: length, "contender": contender, **cli}]
             if "loop" in args.contenders:
-                plain = run_plain(seconds, datamodule, model_cfg, device)
-                rows += [{"corpus": name, "minutes": minutes, "contender": "plain nn.Transformer loop", **plain}]
+                plain = run_plain(60 * length, datamodule, model_cfg, device)
+                rows += [{"corpus": name, "minutes": length, "contender": "plain nn.Transformer loop", **plain}]
     env = environment(device, args.threads, " ".join(["python -m benchmarks.quality_nmt", *argv]))
     settings_used = {"corpora": settings, "plain_loop": asdict(PLAIN_LOOP)}
     return table_result("quality_nmt", env, rows, markdown(rows), args.append, settings=settings_used)

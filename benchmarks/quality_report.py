@@ -36,7 +36,7 @@ from omegaconf import OmegaConf
 
 from benchmarks.proving_grounds import DEFAULT_COUNTS, SETS
 from benchmarks.quality_vision import CONF
-from benchmarks.report import length_of, results_of, table
+from benchmarks.report import budget_label, length_of, results_of, table
 from core.constraints import AUTO
 from core.files.atomic import atomic_path
 
@@ -55,10 +55,14 @@ FLOAT32 = "32-true"  # the precision of a row that did not record its own (befor
 DROPOUT = "model.dropout="
 LEGACY_DROPOUT = 0.1  # the translation presets' dropout when a row did not record its own
 AUTO_FROM_START = "auto from 3 passes"  # an auto dropout recorded without its min_dropout: on at any planned rate
+TORCH_MASKS = "auto with F.dropout"  # an auto dropout whose masks PyTorch's sampler drew (a row's dropout_masks)
 STEM = "model.stem="
 WARMUP_CAP = "budget.max_warmup_fraction="
 LEGACY_WARMUP_CAP = 0.1  # conf/vision.yaml's cap when a row did not record its own
 OTHER_MACHINE = "†"  # marks a lead whose two runs ran on different machines
+# The budgets a user gives, in the tables and figures against the loop. A run bounded by optimizer
+# steps (quality_nmt --steps) is one side of a pair at equal steps: a lever's, in words only.
+USER_BUDGETS = ("epochs", "minutes")
 
 # What each override measured with ``--cli-extra`` changes, in words; an override not named here
 # is shown as it is.
@@ -77,6 +81,7 @@ LEVER_NAMES = {
     "trainer.precision=32-true": "Float32 instead of bf16 autocast",
     "model.dropout=0.1": "Dropout 0.1 at every budget instead of sized to the planned passes",
     f"model.dropout={AUTO_FROM_START}": "The auto dropout on at any rate the plan asks for, instead of from half its full rate",
+    f"model.dropout={TORCH_MASKS}": "Dropout masks drawn by PyTorch's F.dropout instead of core.dropout's bulk integer draws",
     "data.vocab_size=4000": "A vocabulary of 4,000 subwords instead of 8,000",
     "module.cooldown_fraction=0.5": "The linear fall to zero over the last half of the budget instead of the last fifth",
     "model.pool=mean": "Global average pooling of the patch tokens instead of the class token",
@@ -108,7 +113,8 @@ def machine_name(env: Mapping[str, Any]) -> str:
 
 @dataclass(frozen=True)
 class Run:
-    """One training run's figures: ``budget`` is ``("epochs", E)`` or ``("minutes", M)``."""
+    """One training run's figures: ``budget`` is ``("epochs", E)``, ``("minutes", M)`` or
+    ``("steps", N)``."""
 
     data: str
     budget: tuple[str, float]
@@ -170,9 +176,10 @@ def vision_contender(row: Mapping[str, Any], settings: Mapping[str, Any], defaul
 
 def is_history(lever: str) -> bool:
     """An earlier default (the patch embedding, the warmup cap, translation in float32 or with
-    dropout 0.1 or an auto dropout without its minimum), not an override under test."""
+    dropout 0.1, an auto dropout without its minimum or with PyTorch's masks), not an override
+    under test."""
     return lever.startswith((STEM, WARMUP_CAP)) or lever in (
-        f"{PRECISION}{FLOAT32}", f"{DROPOUT}{LEGACY_DROPOUT}", f"{DROPOUT}{AUTO_FROM_START}"
+        f"{PRECISION}{FLOAT32}", f"{DROPOUT}{LEGACY_DROPOUT}", f"{DROPOUT}{AUTO_FROM_START}", f"{DROPOUT}{TORCH_MASKS}"
     )
 
 
@@ -208,7 +215,8 @@ def nmt_contender(row: Mapping[str, Any], default_dropout: float | str = LEGACY_
     """The row's line in the tables: the loop, the defaults by their precision (bf16 autocast
     today, float32 before ``trainer.precision=auto``) and their dropout where it is not today's
     ``default_dropout`` (``auto`` today; a row that recorded none ran with 0.1, an ``auto`` one
-    without ``min_dropout`` switched on at any rate), or a lever under
+    without ``min_dropout`` switched on at any rate, one with ``dropout_masks: F.dropout`` drew its
+    masks with PyTorch's sampler), or a lever under
     test as ``<those defaults> + <overrides>``."""
     name = row["contender"]
     if name == NMT_LOOP:
@@ -217,6 +225,8 @@ def nmt_contender(row: Mapping[str, Any], default_dropout: float | str = LEGACY_
     dropout = row.get("dropout", LEGACY_DROPOUT)
     if dropout == AUTO and "min_dropout" not in row:
         dropout = AUTO_FROM_START
+    elif dropout == AUTO and row.get("dropout_masks") == "F.dropout":
+        dropout = TORCH_MASKS
     recipe = NMT_DEFAULTS if dropout == default_dropout else f"{NMT_DEFAULTS}, dropout {dropout}"
     own = f"{recipe}, float32" if row.get("precision", FLOAT32) == FLOAT32 else recipe
     levers = [extra for extra in extras if not extra.startswith((PRECISION, DROPOUT))]
@@ -294,11 +304,6 @@ def cells(runs: Iterable[Run]) -> dict[tuple[str, tuple[str, float], str], Cell]
     return out
 
 
-def budget_label(budget: tuple[str, float]) -> str:
-    unit, length = budget
-    return f"{length:g} {'ep' if unit == 'epochs' else 'min'}"
-
-
 def budget_words(budget: tuple[str, float]) -> str:
     unit, length = budget
     return f"{length:g} {unit[:-1] if length == 1 else unit}"
@@ -369,7 +374,10 @@ def defaults_table(
     """One row per (data, budget) where ``ours`` has a figure: the loop's, ours, the lead of ours
     and the speed ratio; ``data``: only those sets (``what`` names them in the header). A lead
     between runs of two machines is marked."""
-    keys = sorted({(d, budget) for d, budget, name in figures if name == ours and (data is None or d in data)})
+    keys = sorted({
+        (d, budget) for d, budget, name in figures
+        if name == ours and (data is None or d in data) and budget[0] in USER_BUDGETS
+    })
     rows, marked = [], False
     for d, budget in keys:
         mine, theirs = figures[(d, budget, ours)], figures.get((d, budget, loop))
@@ -473,7 +481,7 @@ def plot_quality(figures: Mapping[tuple, Cell], order: tuple[str, ...], ylabel: 
     import matplotlib.pyplot as plt
     from matplotlib.ticker import NullLocator
 
-    panels = sorted({(data, budget[0]) for data, budget, _ in figures})
+    panels = sorted({(data, budget[0]) for data, budget, _ in figures if budget[0] in USER_BUDGETS})
     # A grid of at most three panels a row, legible at the width of the documentation's page.
     columns = min(3, len(panels))
     rows = -(-len(panels) // columns)

@@ -170,10 +170,33 @@ def test_translation_runs_are_named_by_their_precision_and_float32_is_history(tm
     assert "- toy, 30 minutes: 25.0 with the earlier defaults (float32)." in page
 
 
+def test_a_pair_at_equal_steps_is_a_lever_in_words_and_no_budget_of_the_tables(tmp_path: Path) -> None:
+    """Runs bounded by optimizer steps (``quality_nmt --steps``) set a lever against the defaults at
+    the same steps; they are not a budget against the loop."""
+    cli = "nlp.train (transformer_mini)"
+    today = {"precision": "bf16-mixed", "dropout": "auto", "min_dropout": 0.05}
+    folder = tmp_path / "results"
+    folder.mkdir()
+    (folder / "quality_nmt.jsonl").write_text(json.dumps({
+        "benchmark": "quality_nmt", "env": {"time": "2026-01-01T00:00:00"},
+        "rows": [
+            {"corpus": "toy", "minutes": 8.0, "contender": cli, "bleu": 20.0, **today},
+            {"corpus": "toy", "minutes": 8.0, "contender": NMT_LOOP, "bleu": 5.0},
+            {"corpus": "toy", "max_steps": 2300, "contender": cli, "bleu": 21.0, **today},
+            {"corpus": "toy", "max_steps": 2300, "contender": f"{cli} + module.label_smoothing=0", "bleu": 22.5, **today},
+        ],
+    }) + "\n")
+    page = quality_report.render(folder, None, dropout="auto")
+    assert "    - toy, 2300 steps: 22.5 against 21.0 (+1.5)" in page
+    assert cells_of(page, "| toy | 8 minutes |")[2:5] == ["5.0", "20.0", "+15.0"]
+    assert "| toy | 2300 steps |" not in page
+
+
 def test_translation_rows_of_another_dropout_are_an_earlier_recipe() -> None:
-    """Rows that recorded no dropout ran with 0.1, and ``auto`` rows that recorded no
-    ``min_dropout`` switched it on at any rate; under today's ``auto`` both are earlier defaults,
-    and their ablations are set against them."""
+    """Rows that recorded no dropout ran with 0.1, ``auto`` rows that recorded no ``min_dropout``
+    switched it on at any rate, and ``auto`` rows marked ``dropout_masks: F.dropout`` drew their
+    masks with PyTorch's sampler; under today's ``auto`` all are earlier defaults, and their
+    ablations are set against them."""
     contender = quality_report.nmt_contender
     cli = "nlp.train (transformer_mini)"
     today = {"precision": "bf16-mixed", "dropout": "auto", "min_dropout": 0.05}
@@ -189,6 +212,9 @@ def test_translation_rows_of_another_dropout_are_an_earlier_recipe() -> None:
     assert contender({**before_minimum, "contender": f"{cli} + module.lr=1e-3"}, "auto").base == any_rate
     assert quality_report.is_history("model.dropout=0.1") and not quality_report.is_history("model.dropout=0.2")
     assert quality_report.is_history("model.dropout=auto from 3 passes")
+    torch_masks = contender({"contender": cli, **today, "dropout_masks": "F.dropout"}, "auto")
+    assert torch_masks == Contender(f"{NMT_DEFAULTS}, dropout auto with F.dropout", NMT_DEFAULTS, "model.dropout=auto with F.dropout")
+    assert quality_report.is_history(torch_masks.lever)
 
 
 def test_the_docs_results_page_is_up_to_date_with_the_result_files() -> None:

@@ -473,8 +473,8 @@ def history_and_levers(runs: list[Run], earlier: list[str]) -> tuple[str, str]:
 
 
 def plot_quality(figures: Mapping[tuple, Cell], order: tuple[str, ...], ylabel: str, path: Path) -> None:
-    """One panel per data set and budget unit: each contender's mean (line) and seed range (bar)
-    against the budget."""
+    """One panel per data set and budget unit a user gives (:data:`USER_BUDGETS`): each contender's
+    mean (line) and seed range (bar) against the budget."""
     import matplotlib
 
     matplotlib.use("Agg")

@@ -3,7 +3,8 @@ with its random mask made from bulk integer draws on a CPU.
 
 A dropout layer draws a random number for every activation. PyTorch's CPU Bernoulli sampler
 draws them one at a time on one thread (MKL's vectorized sampler serves Intel CPUs only), which
-makes a dropout layer cost more than the matrix product before it (``benchmarks.dropout_speed``).
+makes a dropout layer cost many times the product that applies its mask
+(``benchmarks.dropout_speed``).
 :func:`dropout` cuts 64-bit draws into pieces as wide as an element of ``x`` (four per draw for
 bfloat16) and keeps an element when the 15 low bits of its piece are at least
 ``k = round(p * 2**15)``: with probability ``1 - k / 2**15``. The mask is built with integer

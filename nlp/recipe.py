@@ -13,10 +13,9 @@ log(passes) between. Attention-weight dropout (``model.attn_dropout``) is a sett
 A dropout layer costs the same at any rate above 0: it draws a random number for every
 activation. ``core.dropout`` draws them in bulk, but a step with dropout is still slower than one
 without (``benchmarks.translation_step`` times both; docs/translation.md, Speed of a training
-step). A rate of a few thousandths regularizes
-next to nothing for that price, so the dropout switches on only once the plan asks for
-``MIN_DROPOUT``, and then follows the ramp; it stays on after that, or the slower steps would
-shrink the plan below the threshold and switch it off again.
+step). A rate of a few thousandths regularizes next to nothing for that price, so the dropout
+switches on only once the plan asks for ``MIN_DROPOUT``, and then follows the ramp; it stays on
+after that, or the slower steps would shrink the plan below the threshold and switch it off again.
 
 :meth:`nlp.module.TranslationModule.follow_plan` reads the run's plan
 (:func:`core.training.plan.budget.run_plan`) at the start of every epoch: a ``max_time`` run has no

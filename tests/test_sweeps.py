@@ -32,7 +32,7 @@ def test_each_head_has_a_search_laid_over_a_per_trial_budget(head: str, directio
     assert sweeper._target_.endswith("OptunaSweeper") and cfg.hydra.mode.name == "MULTIRUN"
     assert sweeper.direction == direction  # from optimized_mode
     assert set(sweeper.params) == searched
-    assert (cfg.trainer.max_time, cfg.trainer.max_epochs) == ("00:00:10:00", -1)
+    assert (cfg.trainer.max_time, cfg.trainer.max_epochs) == ("00:00:10:00", None)  # the time alone ends a trial
     assert cfg.hydra.callbacks.trials_table._target_ == "core.training.commands.trials.TrialsTable"
     assert cfg.hydra.callbacks.optuna_logs._target_ == "core.training.commands.optuna_logs.OptunaLogs"
 

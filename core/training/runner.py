@@ -24,7 +24,7 @@ from hydra.utils import get_class, instantiate
 from omegaconf import DictConfig, OmegaConf
 
 from core.files.atomic import atomic_path
-from core.training.plan.budget import TrainingBudget
+from core.training.plan.budget import TrainingBudget, resolve_epochs
 from core.training.plan.precision import resolve_precision
 from core.files.checkpoints import load_checkpoint, outline, require_finite_weights, require_fit
 from core.training.callbacks.checkpoints import AtomicCheckpointIO
@@ -144,7 +144,8 @@ def train(cfg: DictConfig) -> float | None:
     checkpoints hold no OmegaConf objects and load with ``weights_only=True``.
 
     Steps: claim the run directory (a second run started on it while this one goes is refused);
-    seed everything; instantiate callbacks, loggers and the Trainer from ``cfg.callbacks``,
+    seed everything; give ``trainer.max_epochs=null`` its value (the head's ``budget.epochs``, or no
+    epoch bound beside ``max_time`` / ``max_steps``); instantiate callbacks, loggers and the Trainer from ``cfg.callbacks``,
     ``cfg.logger`` and ``cfg.trainer`` (so Lightning refuses a bad setting before any data work), with
     :class:`core.training.plan.budget.TrainingBudget` (``cfg.budget``) laying the learning-rate schedule over
     the run's budget and validating the final weights when a budget ends it, and
@@ -181,7 +182,11 @@ def fit_and_test(
 
     if OmegaConf.select(cfg, "budget.max_warmup_fraction") is None:
         raise InputError("the config has no budget.max_warmup_fraction: state the warmup cap in the head's primary config")
-    budget = TrainingBudget(**cfg.budget)
+    settings = OmegaConf.to_container(cfg.budget, resolve=True)
+    assert isinstance(settings, dict)
+    if (epochs := resolve_epochs(cfg.trainer, settings.pop("epochs", None))) is not None:
+        log.info("trainer.max_epochs=null: %s", f"{epochs} (budget.epochs)" if epochs > 0 else "no epoch bound beside max_time / max_steps")
+    budget = TrainingBudget(**settings)
     preemption = PreemptionCheckpoint(output_dir / "checkpoints")
     # The Trainer first: Lightning checks its settings (precision, devices, strategy) before any data work.
     if chosen := resolve_precision(cfg.trainer):

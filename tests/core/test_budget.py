@@ -6,10 +6,15 @@ import logging
 from pathlib import Path
 
 import pytest
+from hydra import compose, initialize_config_dir
 
 import core
+from core.errors import InputError
+from core.training.plan.budget import resolve_epochs
 from core.training.runner import train
 from tests.core.test_runner import tiny_config
+
+CONF = Path(__file__).resolve().parents[2] / "conf"
 
 
 def logged_rates(output_dir: Path) -> list[tuple[int, float]]:
@@ -27,6 +32,38 @@ def test_epoch_budget_caps_warmup_and_decays_to_its_end(tmp_path: Path, caplog: 
     assert rates[0] == (0, pytest.approx(3e-3 / 2))
     assert max(rate for _, rate in rates) == pytest.approx(3e-3)
     assert rates[-1][0] == 19 and rates[-1][1] < 3e-3 * 0.01
+
+
+@pytest.mark.parametrize(
+    ("head", "overrides", "chosen", "max_epochs"),
+    [
+        ("nlp", [], 10, 10),  # no other bound: the head's budget.epochs
+        ("vision", [], 100, 100),
+        ("nlp", ["trainer.max_time=00:00:30:00"], -1, -1),  # the time alone ends the run
+        ("vision", ["trainer.max_steps=500"], -1, -1),
+        ("nlp", ["trainer.max_time=00:00:30:00", "trainer.max_epochs=3"], None, 3),  # named: whichever comes first
+        ("vision", ["experiment=cifar10_vit", "trainer.max_time=00:00:10:00"], None, 200),  # the preset's epochs
+    ],
+)
+def test_the_epoch_bound_left_null_gives_way_to_a_time_or_step_budget(
+    head: str, overrides: list[str], chosen: int | None, max_epochs: int
+) -> None:
+    with initialize_config_dir(config_dir=str(CONF), version_base="1.3"):
+        cfg = compose(head, overrides=overrides)
+    assert resolve_epochs(cfg.trainer, cfg.budget.get("epochs")) == chosen
+    assert cfg.trainer.max_epochs == max_epochs
+
+
+def test_a_run_without_any_bound_is_refused(tmp_path: Path) -> None:
+    with pytest.raises(InputError, match="no bound.*trainer.max_epochs=10"):
+        train(tiny_config(tmp_path, "trainer.max_epochs=null"))
+
+
+def test_a_step_budget_runs_past_the_default_epochs(tmp_path: Path) -> None:
+    train(tiny_config(tmp_path, "trainer.max_epochs=null", "+budget.epochs=1", "trainer.max_steps=10"))  # 4 steps an epoch
+    assert core.load_checkpoint(tmp_path / "checkpoints" / "last.ckpt")["global_step"] == 10
+    train(tiny_config(tmp_path / "epochs", "trainer.max_epochs=null", "+budget.epochs=1"))
+    assert core.load_checkpoint(tmp_path / "epochs" / "checkpoints" / "last.ckpt")["global_step"] == 4
 
 
 def test_max_steps_inside_an_epoch_validates_and_checkpoints_the_final_weights(tmp_path: Path) -> None:

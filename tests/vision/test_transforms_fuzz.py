@@ -43,11 +43,11 @@ DATA_CONFIGS = vision_data_configs()
 
 def training_datamodule(name: str, overrides: tuple[str, ...] = ()) -> ImageDataModule:
     """The datamodule of ``data=name`` as composed from conf/, with the regularization its default
-    run length gives (the full recipe at the default 100 epochs)."""
+    run length gives (the full recipe at the default 100 epochs, budget.epochs)."""
     with initialize_config_dir(config_dir=str(CONF), version_base="1.3"):
         cfg = compose("vision", overrides=[f"data={name}", "++data.root=/unused", *overrides])
     datamodule = instantiate(cfg.data, _convert_="all")
-    datamodule.apply_regularization(regularization(cfg.trainer.max_epochs))
+    datamodule.apply_regularization(regularization(cfg.budget.epochs))
     return datamodule
 
 

@@ -79,6 +79,7 @@ RULES: tuple[Rule, ...] = (
     Rule(("trainer.check_val_every_n_epoch",), optional(POSITIVE_INT)),
     Rule(("trainer.gradient_clip_val",), optional(NON_NEGATIVE)),
     Rule(("budget.max_warmup_fraction",), PROBABILITY),
+    Rule(("budget.epochs",), POSITIVE_INT),
     Rule(("callbacks.periodic_checkpoint.every_n_minutes",), optional(POSITIVE)),
     Rule(("callbacks.progress_bar.every_n_seconds",), NON_NEGATIVE),
     Rule(("callbacks.periodic_checkpoint.every_n_train_steps",), optional(POSITIVE_INT)),

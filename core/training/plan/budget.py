@@ -2,7 +2,9 @@
 and the run ended at its budget with a final validation.
 
 A run is bounded by ``trainer.max_epochs``, ``trainer.max_steps`` or ``trainer.max_time``
-(whichever comes first). For epochs and steps the number of optimizer steps is known when
+(whichever comes first). Left at ``null``, ``max_epochs`` is the head's ``budget.epochs`` for a
+run that names no other bound, and no bound at all beside ``max_time`` or ``max_steps``
+(:func:`resolve_epochs`): a 30-minute run trains for 30 minutes. For epochs and steps the number of optimizer steps is known when
 training starts; for a time budget it is estimated from the measured time per step (validation
 included) and refined as the run goes, so a 10-minute run anneals over its 10 minutes (after
 "Budgeted Training", Li et al. 2020, whose linear-to-zero finding holds for any schedule that
@@ -24,9 +26,11 @@ from typing import Any
 
 import lightning.pytorch as pl
 from lightning.pytorch.callbacks import Timer
+from omegaconf import DictConfig, open_dict
 from torch.optim.lr_scheduler import LambdaLR
 
 from core.constraints import PROBABILITY
+from core.errors import InputError
 from core.schedules import BudgetedSchedule
 
 log = logging.getLogger(__name__)
@@ -49,6 +53,25 @@ class RunPlan:
         if not 0 < self.steps_per_epoch < math.inf:
             return 0.0
         return self.steps / self.steps_per_epoch
+
+
+def resolve_epochs(trainer: DictConfig, epochs: int | None) -> int | None:
+    """Replace ``trainer.max_epochs=null`` in place: -1 (no epoch bound) when ``trainer.max_time``
+    or a positive ``trainer.max_steps`` bounds the run, else ``epochs`` (the head's
+    ``budget.epochs``). Returns what was chosen, None when the config names ``max_epochs`` itself.
+    A run left with no bound at all is an :class:`InputError`."""
+    if trainer.get("max_epochs") is not None:
+        return None
+    bounded = trainer.get("max_time") is not None or (trainer.get("max_steps") or -1) > 0
+    if not bounded and epochs is None:
+        raise InputError(
+            "the run has no bound: trainer.max_epochs, trainer.max_steps and trainer.max_time are unset and the "
+            "config has no budget.epochs; set one, e.g. trainer.max_epochs=10"
+        )
+    chosen = -1 if bounded else int(epochs)  # type: ignore[arg-type]
+    with open_dict(trainer):
+        trainer.max_epochs = chosen
+    return chosen
 
 
 def steps_per_epoch(trainer: pl.Trainer) -> float:

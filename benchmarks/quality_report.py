@@ -56,6 +56,8 @@ DROPOUT = "model.dropout="
 LEGACY_DROPOUT = 0.1  # the translation presets' dropout when a row did not record its own
 AUTO_FROM_START = "auto from 3 passes"  # an auto dropout recorded without its min_dropout: on at any planned rate
 TORCH_MASKS = "auto with F.dropout"  # an auto dropout whose masks PyTorch's sampler drew (a row's dropout_masks)
+EPOCH_BOUND = "trainer.max_epochs="
+LEGACY_EPOCH_BOUND = 10  # trainer.max_epochs before it was null: a time budget stopped there (a row's epoch_bound)
 STEM = "model.stem="
 WARMUP_CAP = "budget.max_warmup_fraction="
 LEGACY_WARMUP_CAP = 0.1  # conf/vision.yaml's cap when a row did not record its own
@@ -82,6 +84,7 @@ LEVER_NAMES = {
     "model.dropout=0.1": "Dropout 0.1 at every budget instead of sized to the planned passes",
     f"model.dropout={AUTO_FROM_START}": "The auto dropout on at any rate the plan asks for, instead of from half its full rate",
     f"model.dropout={TORCH_MASKS}": "Dropout masks drawn by PyTorch's F.dropout instead of core.dropout's bulk integer draws",
+    f"{EPOCH_BOUND}{LEGACY_EPOCH_BOUND}": "The time budget cut short at 10 epochs (the default epoch bound before trainer.max_epochs: null)",
     "data.vocab_size=4000": "A vocabulary of 4,000 subwords instead of 8,000",
     "module.cooldown_fraction=0.5": "The linear fall to zero over the last half of the budget instead of the last fifth",
     "model.pool=mean": "Global average pooling of the patch tokens instead of the class token",
@@ -176,10 +179,11 @@ def vision_contender(row: Mapping[str, Any], settings: Mapping[str, Any], defaul
 
 def is_history(lever: str) -> bool:
     """An earlier default (the patch embedding, the warmup cap, translation in float32 or with
-    dropout 0.1, an auto dropout without its minimum or with PyTorch's masks), not an override
-    under test."""
+    dropout 0.1, an auto dropout without its minimum or with PyTorch's masks, a time budget cut
+    short by the default epoch bound), not an override under test."""
     return lever.startswith((STEM, WARMUP_CAP)) or lever in (
-        f"{PRECISION}{FLOAT32}", f"{DROPOUT}{LEGACY_DROPOUT}", f"{DROPOUT}{AUTO_FROM_START}", f"{DROPOUT}{TORCH_MASKS}"
+        f"{PRECISION}{FLOAT32}", f"{DROPOUT}{LEGACY_DROPOUT}", f"{DROPOUT}{AUTO_FROM_START}", f"{DROPOUT}{TORCH_MASKS}",
+        f"{EPOCH_BOUND}{LEGACY_EPOCH_BOUND}",
     )
 
 
@@ -216,8 +220,8 @@ def nmt_contender(row: Mapping[str, Any], default_dropout: float | str = LEGACY_
     today, float32 before ``trainer.precision=auto``) and their dropout where it is not today's
     ``default_dropout`` (``auto`` today; a row that recorded none ran with 0.1, an ``auto`` one
     without ``min_dropout`` switched on at any rate, one with ``dropout_masks: F.dropout`` drew its
-    masks with PyTorch's sampler), or a lever under
-    test as ``<those defaults> + <overrides>``."""
+    masks with PyTorch's sampler), a row of today's recipe with ``epoch_bound`` as one whose time
+    budget that many epochs cut short, or a lever under test as ``<those defaults> + <overrides>``."""
     name = row["contender"]
     if name == NMT_LOOP:
         return Contender(NMT_LOOP)
@@ -232,6 +236,9 @@ def nmt_contender(row: Mapping[str, Any], default_dropout: float | str = LEGACY_
     levers = [extra for extra in extras if not extra.startswith((PRECISION, DROPOUT))]
     if levers:
         return Contender(" + ".join([own, *levers]), own, " + ".join(levers))
+    if "epoch_bound" in row and own == NMT_DEFAULTS:
+        bound = row["epoch_bound"]
+        return Contender(f"{NMT_DEFAULTS}, at most {bound} epochs", NMT_DEFAULTS, f"{EPOCH_BOUND}{bound}")
     if own != recipe:
         return Contender(own, recipe, f"{PRECISION}{FLOAT32}")
     if recipe != NMT_DEFAULTS:

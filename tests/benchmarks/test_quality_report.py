@@ -195,8 +195,9 @@ def test_a_pair_at_equal_steps_is_a_lever_in_words_and_no_budget_of_the_tables(t
 def test_translation_rows_of_another_dropout_are_an_earlier_recipe() -> None:
     """Rows that recorded no dropout ran with 0.1, ``auto`` rows that recorded no ``min_dropout``
     switched it on at any rate, and ``auto`` rows marked ``dropout_masks: F.dropout`` drew their
-    masks with PyTorch's sampler; under today's ``auto`` all are earlier defaults, and their
-    ablations are set against them."""
+    masks with PyTorch's sampler, and rows marked ``epoch_bound`` stopped at the default epoch bound
+    before their time ran out; under today's defaults all are earlier recipes, and their ablations
+    are set against them."""
     contender = quality_report.nmt_contender
     cli = "nlp.train (transformer_mini)"
     today = {"precision": "bf16-mixed", "dropout": "auto", "min_dropout": 0.05}
@@ -215,6 +216,9 @@ def test_translation_rows_of_another_dropout_are_an_earlier_recipe() -> None:
     torch_masks = contender({"contender": cli, **today, "dropout_masks": "F.dropout"}, "auto")
     assert torch_masks == Contender(f"{NMT_DEFAULTS}, dropout auto with F.dropout", NMT_DEFAULTS, "model.dropout=auto with F.dropout")
     assert quality_report.is_history(torch_masks.lever)
+    capped = contender({"contender": cli, **today, "epoch_bound": 10}, "auto")
+    assert capped == Contender(f"{NMT_DEFAULTS}, at most 10 epochs", NMT_DEFAULTS, "trainer.max_epochs=10")
+    assert quality_report.is_history(capped.lever) and not quality_report.is_history("trainer.max_epochs=5")
 
 
 def test_the_docs_results_page_is_up_to_date_with_the_result_files() -> None:

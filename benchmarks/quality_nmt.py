@@ -317,12 +317,12 @@ def evaluate_plain(
 
 
 def run_plain(
-    seconds: float, datamodule: TranslationDataModule, model_cfg: dict[str, Any], device: torch.device
+    seconds: float, datamodule: TranslationDataModule, model_cfg: dict[str, Any], device: torch.device, seed: int
 ) -> dict[str, float]:
-    """The plain loop on the CLI's data: train for ``seconds``, then test."""
+    """The plain loop on the CLI's data: train for ``seconds`` from ``seed``, then test."""
     tokenizer = datamodule.tokenizer
     assert tokenizer is not None
-    torch.manual_seed(PLAIN_LOOP.seed)
+    torch.manual_seed(seed)
     model = TutorialTransformer(tokenizer.vocab_size, model_cfg, tokenizer.pad_id, PLAIN_LOOP.dropout).to(device)
     trained = train_plain(model, datamodule.examples["train"], seconds, device)
     return {**evaluate_plain(model, datamodule.examples["test"], tokenizer, device), **trained}
@@ -362,12 +362,19 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
         "--cli-extra", nargs="+", default=[], metavar="OVERRIDE",
         help="overrides added to the CLI's (a lever under test, e.g. trainer.precision=32-true); named in its rows",
     )
+    parser.add_argument(
+        "--seed", type=int, default=None,
+        help="another seed than the defaults' (the config's seed=42, the loop's 0): the CLI's seed=S and the loop's "
+        "torch.manual_seed(S), recorded in the rows (rows without one are seed 0 in the report)",
+    )
     parser.add_argument("--out-dir", type=Path, default=None, help="where the CLI runs go (default: a temporary dir)")
     parser.add_argument("--append", type=Path, default=None, help="also append the result as one JSON line here")
     parser.add_argument(
         "--quick", action="store_true", help="transformer_tiny, a few seconds each: checks the script runs"
     )
     args = parser.parse_args(argv)
+    if args.seed is not None and args.seed < 1:
+        parser.error("--seed must be positive (without it, the defaults' seeds)")
     if args.steps and "loop" in args.contenders:
         parser.error("--steps bounds the CLI's runs only; add --contenders cli")
     if args.quick and not args.steps:
@@ -394,16 +401,18 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
             "pairs": {split: len(examples) for split, examples in datamodule.examples.items()},
         }
         budgets = [("max_steps", steps) for steps in args.steps] if args.steps else [("minutes", m) for m in args.minutes]
+        seeded = {} if args.seed is None else {"seed": args.seed}
         for unit, length in budgets:
             if "cli" in args.contenders:
-                run_dir = out_dir / f"{name}_cli_{length:g}{'min' if unit == 'minutes' else 'steps'}"
+                run_dir = out_dir / f"{name}_cli_{length:g}{'min' if unit == 'minutes' else 'steps'}{args.seed or ''}"
                 budget = budget_overrides(unit, length)
-                cli = run_cli(budget, [*overrides, *args.cli_extra], run_dir, args.device, args.threads)
+                seed = [] if args.seed is None else [f"seed={args.seed}"]
+                cli = run_cli(budget, [*overrides, *args.cli_extra, *seed], run_dir, args.device, args.threads)
                 contender = " + ".join(["nlp.train (transformer_mini)", *args.cli_extra])
-                rows += [{"corpus": name, unit: length, "contender": contender, **cli}]
+                rows += [{"corpus": name, unit: length, **seeded, "contender": contender, **cli}]
             if "loop" in args.contenders:
-                plain = run_plain(60 * length, datamodule, model_cfg, device)
-                rows += [{"corpus": name, "minutes": length, "contender": "plain nn.Transformer loop", **plain}]
+                plain = run_plain(60 * length, datamodule, model_cfg, device, PLAIN_LOOP.seed if args.seed is None else args.seed)
+                rows += [{"corpus": name, "minutes": length, **seeded, "contender": "plain nn.Transformer loop", **plain}]
     env = environment(device, args.threads, " ".join(["python -m benchmarks.quality_nmt", *argv]))
     settings_used = {"corpora": settings, "plain_loop": asdict(PLAIN_LOOP)}
     return table_result("quality_nmt", env, rows, markdown(rows), args.append, settings=settings_used)

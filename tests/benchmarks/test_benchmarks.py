@@ -227,6 +227,10 @@ def test_quality_nmt_runs_the_cli_and_the_plain_loop_side_by_side(
     assert [(row["max_steps"], row["steps"], "minutes" in row) for row in stepped["rows"]] == [(3, 3, False)]
     config = OmegaConf.load(tmp_path / "runs" / "gettext-en-de_cli_3steps" / ".hydra" / "config.yaml")
     assert config.trainer.max_time is None and config.data.max_tokens == quality_nmt.STEP_BATCH_TOKENS
+    assert config.seed == 42 and "seed" not in stepped["rows"][0]  # the config's seed when none is named
+    reseeded = quality_nmt.main([*argv, "--corpus", "gettext-en-de", "--contenders", "cli", "--steps", "3", "--seed", "2"])
+    assert reseeded["rows"][0]["seed"] == 2
+    assert OmegaConf.load(tmp_path / "runs" / "gettext-en-de_cli_3steps2" / ".hydra" / "config.yaml").seed == 2
     with pytest.raises(SystemExit) as refused:
         quality_nmt.main([*argv, "--corpus", "gettext-en-de", "--steps", "3"])  # the loop has no budget of steps
     assert refused.value.code == 2

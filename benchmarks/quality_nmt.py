@@ -162,10 +162,12 @@ def budget_overrides(unit: str, length: float) -> list[str]:
 
 def run_cli(budget: list[str], overrides: list[str], run_dir: Path, device: str, threads: int) -> dict[str, Any]:
     """``python -m nlp.train`` with the ``budget`` overrides; the figures of its ``metrics.json``, the
-    precision it trained in and its ``model.dropout`` (an auto one with the rate it switches on at)."""
+    precision it trained in, its ``model.dropout`` (an auto one with the rate it switches on at) and
+    its label smoothing."""
     cli_overrides = [*overrides, f"trainer={'gpu' if device == 'cuda' else 'cpu'}", *budget, "logger=csv"]
     metrics, _ = run_training_cli("nlp.train", cli_overrides, run_dir, threads)
-    dropout = OmegaConf.load(run_dir / ".hydra" / "config.yaml").model.dropout  # a number, or auto (nlp.recipe)
+    config = OmegaConf.load(run_dir / ".hydra" / "config.yaml")
+    dropout = config.model.dropout  # a number, or auto (nlp.recipe)
     return {
         "bleu": metrics["test/bleu"],
         "chrf": metrics["test/chrf"],
@@ -177,6 +179,7 @@ def run_cli(budget: list[str], overrides: list[str], run_dir: Path, device: str,
         "steps": metrics["optimizer_steps"],
         "precision": cli_precision(overrides, device),
         "dropout": dropout,
+        "label_smoothing": config.module.label_smoothing,
         **({"min_dropout": MIN_DROPOUT} if dropout == AUTO else {}),  # the rate an auto dropout switches on at
     }
 

@@ -221,6 +221,7 @@ def test_quality_nmt_runs_the_cli_and_the_plain_loop_side_by_side(
     built = quality_nmt.main([*argv, "--corpus", "long-many-en", "--contenders", "cli", "--cli-extra", "model.dropout=auto"])
     # A CLI row records its dropout, and an auto one the rate it switches on at.
     assert output["rows"][0]["dropout"] == 0.1 and "min_dropout" not in output["rows"][0]  # transformer_tiny's
+    assert output["rows"][0]["label_smoothing"] == 0.1 and "label_smoothing" not in output["rows"][1]  # the CLI's
     assert built["rows"][0]["dropout"] == "auto" and built["rows"][0]["min_dropout"] == MIN_DROPOUT
     # A budget of optimizer steps: the CLI alone, bounded by steps at a fixed batch.
     stepped = quality_nmt.main([*argv, "--corpus", "gettext-en-de", "--contenders", "cli", "--steps", "3"])

@@ -31,6 +31,7 @@ _EXPORTS = {
     "MultiHeadAttention": "core.attention",
     "SinusoidalPositionalEncoding": "core.positional",
     "WarmupCosine": "core.schedules",
+    "WordDropout": "core.regularization",
     "add_norm": "core.layers",
     "attention_scores": "core.attention",
     "causal_mask": "core.masks",

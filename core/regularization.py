@@ -1,4 +1,5 @@
-"""Regularizers of the residual branches used by ViT recipes: stochastic depth and LayerScale."""
+"""Regularizers that drop whole slices of a tensor: stochastic depth of the residual branches (ViT
+recipes) and word dropout of the token embeddings (translation); and LayerScale."""
 
 from __future__ import annotations
 
@@ -6,6 +7,14 @@ import torch
 from torch import Tensor, nn
 
 from core.constraints import FRACTION
+
+
+def drop_slices(x: Tensor, p: float, leading: int) -> Tensor:
+    """Inverted dropout of whole slices: one draw per index of the first ``leading`` dimensions of
+    ``x``, which zeroes that slice with probability ``p`` and scales the kept ones by 1 / (1 - p)."""
+    keep = 1.0 - p
+    shape = x.shape[:leading] + (1,) * (x.dim() - leading)  # the draws broadcast over the rest
+    return x * torch.empty(shape, dtype=x.dtype, device=x.device).bernoulli_(keep) / keep
 
 
 class DropPath(nn.Module):
@@ -20,9 +29,27 @@ class DropPath(nn.Module):
     def forward(self, x: Tensor) -> Tensor:
         if not self.training or self.p == 0.0:
             return x
-        keep = 1.0 - self.p
-        shape = (x.shape[0],) + (1,) * (x.dim() - 1)  # one draw per sample
-        return x * torch.empty(shape, dtype=x.dtype, device=x.device).bernoulli_(keep) / keep
+        return drop_slices(x, self.p, 1)  # one draw per sample
+
+    def extra_repr(self) -> str:
+        return f"p={self.p}"
+
+
+class WordDropout(nn.Module):
+    """Word dropout (Gal and Ghahramani 2016; Sennrich et al. 2016, on both sides of a translation
+    model): during training, zero a token's whole embedding in ``x`` [..., T, D] with probability
+    ``p`` and scale the kept ones by 1 / (1 - p), so the model learns to translate with words
+    missing from its input. Applied before the positional encoding, a dropped token keeps its position."""
+
+    def __init__(self, p: float = 0.0) -> None:
+        super().__init__()
+        FRACTION.require(p, "word dropout probability")
+        self.p = p
+
+    def forward(self, x: Tensor) -> Tensor:
+        if not self.training or self.p == 0.0:
+            return x
+        return drop_slices(x, self.p, x.dim() - 1)  # one draw per token
 
     def extra_repr(self) -> str:
         return f"p={self.p}"

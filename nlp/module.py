@@ -38,7 +38,7 @@ from nlp.recipe import FULL_DROPOUT, dropout as planned_dropout
 log = logging.getLogger(__name__)
 
 Batch = dict[str, Tensor]
-FREE_SETTINGS = ("dropout", "attn_dropout")  # the network settings trained weights do not fix
+FREE_SETTINGS = ("dropout", "attn_dropout", "word_dropout")  # the network settings trained weights do not fix
 
 
 class TranslationModule(FollowsThePlan, pl.LightningModule):

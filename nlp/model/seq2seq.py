@@ -31,6 +31,8 @@ class Seq2SeqTransformer(nn.Module):
         ffn_dim: feed-forward inner width d_ff.
         dropout: P_drop on embeddings and every sublayer output.
         attn_dropout: dropout on attention weights.
+        word_dropout: probability of dropping a token's whole embedding, source and target
+            (:class:`core.WordDropout`; 0 = off).
         activation: feed-forward activation, ``relu`` (the paper) or ``gelu``.
         norm_first: pre-norm layers (stabler for deep or high-lr training) instead of the paper's
             post-norm.
@@ -52,6 +54,7 @@ class Seq2SeqTransformer(nn.Module):
         ffn_dim: int = 2048,
         dropout: float = 0.1,
         attn_dropout: float = 0.0,
+        word_dropout: float = 0.0,
         activation: str = "relu",
         norm_first: bool = False,
         share_embeddings: bool = True,
@@ -71,6 +74,7 @@ class Seq2SeqTransformer(nn.Module):
         self.pad_id, self.bos_id, self.eos_id = pad_id, bos_id, eos_id
         self.src_embed = nn.Embedding(src_vocab_size, dim, padding_idx=pad_id)
         self.tgt_embed = self.src_embed if share_embeddings else nn.Embedding(tgt_vocab_size, dim, padding_idx=pad_id)
+        self.word_dropout = core.WordDropout(word_dropout)
         self.pos_encoding = core.SinusoidalPositionalEncoding(dim, max_len, dropout)
         layer_kwargs = dict(ffn_dim=ffn_dim, dropout=dropout, attn_dropout=attn_dropout, activation=activation)
         self.encoder = core.Encoder(dim, encoder_depth, num_heads, norm_first=norm_first, **layer_kwargs)
@@ -96,10 +100,11 @@ class Seq2SeqTransformer(nn.Module):
         return self.decoder.new_cache()
 
     def embed(self, embedding: nn.Embedding, tokens: Tensor, offset: int = 0) -> Tensor:
-        """Section 3.4-3.5: ``Embedding(tokens) * sqrt(d) + PE``, then dropout."""
+        """Section 3.4-3.5: ``Embedding(tokens) * sqrt(d) + PE``, then dropout; in training, word
+        dropout first drops whole token embeddings."""
         if tokens.dim() != 2 or tokens.is_floating_point():
             raise ValueError(f"token ids must be an integer tensor [batch, length], got {tokens.dtype} {tuple(tokens.shape)}")
-        return self.pos_encoding(embedding(tokens) * math.sqrt(self.dim), offset=offset)
+        return self.pos_encoding(self.word_dropout(embedding(tokens) * math.sqrt(self.dim)), offset=offset)
 
     def encode(self, src: Tensor) -> tuple[Tensor, Tensor]:
         """Source ids [B, S] -> (memory [B, S, dim], source padding mask [B, S], True = pad)."""

@@ -58,6 +58,8 @@ AUTO_FROM_START = "auto from 3 passes"  # an auto dropout recorded without its m
 TORCH_MASKS = "auto with F.dropout"  # an auto dropout whose masks PyTorch's sampler drew (a row's dropout_masks)
 EPOCH_BOUND = "trainer.max_epochs="
 LEGACY_EPOCH_BOUND = 10  # trainer.max_epochs before it was null: a time budget stopped there (a row's epoch_bound)
+SMOOTHING = "module.label_smoothing="
+LEGACY_SMOOTHING = 0.1  # conf/nlp.yaml's label smoothing when a row did not record its own
 STEM = "model.stem="
 WARMUP_CAP = "budget.max_warmup_fraction="
 LEGACY_WARMUP_CAP = 0.1  # conf/vision.yaml's cap when a row did not record its own
@@ -78,6 +80,7 @@ LEVER_NAMES = {
     "model.layer_scale=1e-4": "LayerScale (Touvron et al. 2021), initialized at 1e-4",
     "model.patch_size=8": "Patches of 8 pixels instead of 4 (a 4 by 4 grid of tokens at 32 px)",
     "module.label_smoothing=0": "Hard targets instead of label smoothing 0.1",
+    f"{SMOOTHING}{LEGACY_SMOOTHING:g}": "Label smoothing 0.1 (Section 5.4) instead of hard targets",
     "module.lr=4e-3": "The peak rate scaled with the batch (4e-3 instead of 2e-3)",
     "model.weight_init=mimetic": "Mimetic initialization of the attention weights",
     "trainer.precision=32-true": "Float32 instead of bf16 autocast",
@@ -100,6 +103,11 @@ LEVER_NAMES = {
 def default_dropout() -> float | str:
     """Today's ``model.dropout`` of the translation CPU preset (``conf/model/transformer_mini.yaml``)."""
     return OmegaConf.load(CONF / "model" / "transformer_mini.yaml").model.dropout
+
+
+def default_smoothing() -> float:
+    """Today's ``module.label_smoothing`` of translation (``conf/nlp.yaml``)."""
+    return float(OmegaConf.load(CONF / "nlp.yaml").module.label_smoothing)
 
 
 def default_warmup_cap() -> float:
@@ -180,10 +188,10 @@ def vision_contender(row: Mapping[str, Any], settings: Mapping[str, Any], defaul
 def is_history(lever: str) -> bool:
     """An earlier default (the patch embedding, the warmup cap, translation in float32 or with
     dropout 0.1, an auto dropout without its minimum or with PyTorch's masks, a time budget cut
-    short by the default epoch bound), not an override under test."""
+    short by the default epoch bound, label smoothing 0.1), not an override under test."""
     return lever.startswith((STEM, WARMUP_CAP)) or lever in (
         f"{PRECISION}{FLOAT32}", f"{DROPOUT}{LEGACY_DROPOUT}", f"{DROPOUT}{AUTO_FROM_START}", f"{DROPOUT}{TORCH_MASKS}",
-        f"{EPOCH_BOUND}{LEGACY_EPOCH_BOUND}",
+        f"{EPOCH_BOUND}{LEGACY_EPOCH_BOUND}", f"{SMOOTHING}{LEGACY_SMOOTHING:g}",
     )
 
 
@@ -215,13 +223,18 @@ def vision_runs(results: Iterable[Mapping[str, Any]], default_cap: float) -> lis
     return list(latest.values())
 
 
-def nmt_contender(row: Mapping[str, Any], default_dropout: float | str = LEGACY_DROPOUT) -> Contender:
-    """The row's line in the tables: the loop, the defaults by their precision (bf16 autocast
-    today, float32 before ``trainer.precision=auto``) and their dropout where it is not today's
-    ``default_dropout`` (``auto`` today; a row that recorded none ran with 0.1, an ``auto`` one
-    without ``min_dropout`` switched on at any rate, one with ``dropout_masks: F.dropout`` drew its
-    masks with PyTorch's sampler), a row of today's recipe with ``epoch_bound`` as one whose time
-    budget that many epochs cut short, or a lever under test as ``<those defaults> + <overrides>``."""
+def nmt_contender(
+    row: Mapping[str, Any], default_dropout: float | str = LEGACY_DROPOUT, smoothing: float = LEGACY_SMOOTHING
+) -> Contender:
+    """The row's line in the tables: the loop, today's defaults, an earlier recipe of them, or a
+    lever under test as ``<those defaults> + <overrides>``. A recipe differs from today's
+    (``default_dropout``, ``smoothing``) in some of these, oldest change first: float32 (a row that
+    recorded no precision, before ``trainer.precision=auto``); its dropout (a row that recorded none
+    ran with 0.1, an ``auto`` one without ``min_dropout`` switched on at any rate, one with
+    ``dropout_masks: F.dropout`` drew its masks with PyTorch's sampler); ``epoch_bound``, the epochs
+    that cut its time budget short; the label smoothing of the defaults of its time (a row that
+    recorded none ran with 0.1; one its own override set is a lever, or today's defaults). Its name
+    lists them newest first, and it is set against the recipe without the oldest."""
     name = row["contender"]
     if name == NMT_LOOP:
         return Contender(NMT_LOOP)
@@ -231,22 +244,34 @@ def nmt_contender(row: Mapping[str, Any], default_dropout: float | str = LEGACY_
         dropout = AUTO_FROM_START
     elif dropout == AUTO and row.get("dropout_masks") == "F.dropout":
         dropout = TORCH_MASKS
-    recipe = NMT_DEFAULTS if dropout == default_dropout else f"{NMT_DEFAULTS}, dropout {dropout}"
-    own = f"{recipe}, float32" if row.get("precision", FLOAT32) == FLOAT32 else recipe
-    levers = [extra for extra in extras if not extra.startswith((PRECISION, DROPOUT))]
+    named = [float(extra[len(SMOOTHING) :]) for extra in extras if extra.startswith(SMOOTHING)]
+    own_smoothing = float(row.get("label_smoothing", named[-1] if named else LEGACY_SMOOTHING))
+    differences = []  # (the override that restores it, words), oldest first
+    if row.get("precision", FLOAT32) == FLOAT32:
+        differences.append((f"{PRECISION}{FLOAT32}", "float32"))
+    if dropout != default_dropout:
+        differences.append((f"{DROPOUT}{dropout}", f"dropout {dropout}"))
+    if "epoch_bound" in row:
+        differences.append((f"{EPOCH_BOUND}{row['epoch_bound']}", f"at most {row['epoch_bound']} epochs"))
+    if own_smoothing != smoothing and not named:
+        differences.append((f"{SMOOTHING}{own_smoothing:g}", f"label smoothing {own_smoothing:g}"))
+
+    def recipe(kept: list[tuple[str, str]]) -> str:
+        return ", ".join([NMT_DEFAULTS, *(words for _, words in reversed(kept))])
+
+    own = recipe(differences)
+    levers = [
+        extra for extra in extras
+        if not extra.startswith((PRECISION, DROPOUT)) and not (extra.startswith(SMOOTHING) and own_smoothing == smoothing)
+    ]
     if levers:
         return Contender(" + ".join([own, *levers]), own, " + ".join(levers))
-    if "epoch_bound" in row and own == NMT_DEFAULTS:
-        bound = row["epoch_bound"]
-        return Contender(f"{NMT_DEFAULTS}, at most {bound} epochs", NMT_DEFAULTS, f"{EPOCH_BOUND}{bound}")
-    if own != recipe:
-        return Contender(own, recipe, f"{PRECISION}{FLOAT32}")
-    if recipe != NMT_DEFAULTS:
-        return Contender(recipe, NMT_DEFAULTS, f"{DROPOUT}{dropout}")
+    if differences:
+        return Contender(own, recipe(differences[1:]), differences[0][0])
     return Contender(NMT_DEFAULTS)
 
 
-def nmt_runs(results: Iterable[Mapping[str, Any]], default_dropout: float | str) -> list[Run]:
+def nmt_runs(results: Iterable[Mapping[str, Any]], default_dropout: float | str, smoothing: float = LEGACY_SMOOTHING) -> list[Run]:
     """The latest run of each (corpus, minutes, contender); lines from before corpora were named
     are skipped."""
     latest: dict[tuple, Run] = {}
@@ -254,7 +279,7 @@ def nmt_runs(results: Iterable[Mapping[str, Any]], default_dropout: float | str)
         for row in result["rows"]:
             if "corpus" not in row:
                 continue
-            contender = nmt_contender(row, default_dropout)
+            contender = nmt_contender(row, default_dropout, smoothing)
             run = Run(
                 row["corpus"], length_of(row), int(row.get("seed", 0)), contender.name, row["bleu"],
                 row.get("train_tokens_per_second"), None, result["env"]["time"],
@@ -363,15 +388,19 @@ class Quality:
         return tuple(name for name in (NMT_LOOP, *others, NMT_DEFAULTS) if name in present)
 
 
-def measure(results_dir: Path, default_cap: float | None = None, dropout: float | str | None = None) -> Quality:
+def measure(
+    results_dir: Path, default_cap: float | None = None, dropout: float | str | None = None, smoothing: float | None = None
+) -> Quality:
     """The figures of the quality result files in ``results_dir``; ``default_cap``: today's vision
-    warmup cap (default: ``conf/vision.yaml``'s); ``dropout``: today's translation dropout
-    (default: ``conf/model/transformer_mini.yaml``'s)."""
+    warmup cap (default: ``conf/vision.yaml``'s); ``dropout`` and ``smoothing``: today's translation
+    dropout and label smoothing (default: ``conf/model/transformer_mini.yaml``'s and ``conf/nlp.yaml``'s)."""
     cap = default_warmup_cap() if default_cap is None else default_cap
     lines = read_lines(sorted(results_dir.glob("quality_vision*.jsonl")), "quality_vision")
     vision_best = best_rate(vision_runs(lines, cap))
     nmt_lines = read_lines(sorted(results_dir.glob("quality_nmt*.jsonl")), "quality_nmt")
-    nmt_best = nmt_runs(nmt_lines, default_dropout() if dropout is None else dropout)
+    nmt_best = nmt_runs(
+        nmt_lines, default_dropout() if dropout is None else dropout, default_smoothing() if smoothing is None else smoothing
+    )
     return Quality(vision_best, cells(vision_best), nmt_best, cells(nmt_best))
 
 
@@ -557,11 +586,15 @@ def speed_rows(figures: Mapping[tuple, Cell], ours: str, loop: str, prefix: str)
 
 
 def render(
-    results_dir: Path, figures_dir: Path | None, default_cap: float | None = None, dropout: float | str | None = None
+    results_dir: Path,
+    figures_dir: Path | None,
+    default_cap: float | None = None,
+    dropout: float | str | None = None,
+    smoothing: float | None = None,
 ) -> str:
     """The page's Markdown; with ``figures_dir``, the figures are written there too.
-    ``default_cap`` and ``dropout``: as :func:`measure` takes them."""
-    quality = measure(results_dir, default_cap, dropout)
+    ``default_cap``, ``dropout`` and ``smoothing``: as :func:`measure` takes them."""
+    quality = measure(results_dir, default_cap, dropout, smoothing)
     vision, nmt = quality.vision, quality.nmt
     if figures_dir is not None:
         if vision:

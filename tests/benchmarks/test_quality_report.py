@@ -221,6 +221,32 @@ def test_translation_rows_of_another_dropout_are_an_earlier_recipe() -> None:
     assert quality_report.is_history(capped.lever) and not quality_report.is_history("trainer.max_epochs=5")
 
 
+def test_label_smoothing_of_the_defaults_of_their_time_is_history_under_other_defaults() -> None:
+    """Rows that recorded no label smoothing ran with 0.1. Under defaults of 0.1 hard targets are a
+    lever; under hard targets the rows of 0.1 are an earlier recipe, each set against the recipe
+    without its oldest difference, and the lever's rows are the defaults."""
+    contender = quality_report.nmt_contender
+    cli = "nlp.train (transformer_mini)"
+    today = {"precision": "bf16-mixed", "dropout": "auto", "min_dropout": 0.05}
+    hard = {"contender": f"{cli} + module.label_smoothing=0", **today}
+    assert contender(hard, "auto", 0.1) == Contender(f"{NMT_DEFAULTS} + module.label_smoothing=0", NMT_DEFAULTS, "module.label_smoothing=0")
+    assert contender({"contender": cli, **today}, "auto", 0.1) == Contender(NMT_DEFAULTS)
+    assert contender(hard, "auto", 0.0) == Contender(NMT_DEFAULTS)
+    assert contender({"contender": cli, **today, "label_smoothing": 0.0}, "auto", 0.0) == Contender(NMT_DEFAULTS)
+    smoothed = f"{NMT_DEFAULTS}, label smoothing 0.1"
+    assert contender({"contender": cli, **today}, "auto", 0.0) == Contender(smoothed, NMT_DEFAULTS, "module.label_smoothing=0.1")
+    assert quality_report.is_history("module.label_smoothing=0.1") and not quality_report.is_history("module.label_smoothing=0.2")
+    capped = contender({"contender": cli, **today, "epoch_bound": 10}, "auto", 0.0)
+    assert capped == Contender(f"{smoothed}, at most 10 epochs", smoothed, "trainer.max_epochs=10")
+    older = contender({"contender": cli, "precision": "bf16-mixed"}, "auto", 0.0)  # dropout 0.1 and smoothing 0.1
+    assert older == Contender(f"{smoothed}, dropout 0.1", smoothed, "model.dropout=0.1")
+    assert contender({**hard, "precision": "bf16-mixed", "dropout": 0.1}, "auto", 0.0) == Contender(
+        f"{NMT_DEFAULTS}, dropout 0.1", NMT_DEFAULTS, "model.dropout=0.1"
+    )
+    lever = contender({"contender": f"{cli} + module.label_smoothing=0.2", **today}, "auto", 0.0)
+    assert lever == Contender(f"{NMT_DEFAULTS} + module.label_smoothing=0.2", NMT_DEFAULTS, "module.label_smoothing=0.2")
+
+
 def test_the_docs_results_page_is_up_to_date_with_the_result_files() -> None:
     assert quality_report.main(["--check"]) == 0, "run python -m benchmarks.quality_report"
 

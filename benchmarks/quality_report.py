@@ -106,8 +106,10 @@ def default_dropout() -> float | str:
 
 
 def default_smoothing() -> float:
-    """Today's ``module.label_smoothing`` of translation (``conf/nlp.yaml``)."""
-    return float(OmegaConf.load(CONF / "nlp.yaml").module.label_smoothing)
+    """Today's ``module.label_smoothing`` of the translation CPU preset (``conf/model/transformer_mini.yaml``'s,
+    else ``conf/nlp.yaml``'s)."""
+    mini = OmegaConf.load(CONF / "model" / "transformer_mini.yaml")
+    return float(OmegaConf.select(mini, "module.label_smoothing", default=OmegaConf.load(CONF / "nlp.yaml").module.label_smoothing))
 
 
 def default_warmup_cap() -> float:

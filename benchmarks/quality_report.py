@@ -80,6 +80,7 @@ LEVER_NAMES = {
     "model.layer_scale=1e-4": "LayerScale (Touvron et al. 2021), initialized at 1e-4",
     "model.patch_size=8": "Patches of 8 pixels instead of 4 (a 4 by 4 grid of tokens at 32 px)",
     "module.label_smoothing=0": "Hard targets instead of label smoothing 0.1",
+    "model.word_dropout=0.1": "Word dropout 0.1 on source and target (Gal and Ghahramani 2016) instead of none",
     f"{SMOOTHING}{LEGACY_SMOOTHING:g}": "Label smoothing 0.1 (Section 5.4) instead of hard targets",
     "module.lr=4e-3": "The peak rate scaled with the batch (4e-3 instead of 2e-3)",
     "model.weight_init=mimetic": "Mimetic initialization of the attention weights",

@@ -17,7 +17,10 @@ that recorded no ``dropout`` ran with 0.1, before ``model.dropout: auto``; an ``
 recorded no ``min_dropout`` switched its dropout on at any planned rate). A recipe other than
 today's defaults is either an earlier default (the history) or
 a lever (an override under test); each is set against the defaults it changes, on the seeds both
-have, and told in words under the one table of today's defaults against the loop.
+have, and told in words under the one table of today's defaults against the loop. Its latest run is
+set against the run of those defaults nearest to it in time (the one of its session, where the
+defaults ran there too), not their latest: at a budget in minutes the machine's pace of the day
+enters both runs.
 """
 
 from __future__ import annotations
@@ -29,6 +32,7 @@ import sys
 from collections import defaultdict
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
+from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
@@ -209,8 +213,8 @@ def vision_data(row: Mapping[str, Any], settings: Mapping[str, Any]) -> str:
 
 
 def vision_runs(results: Iterable[Mapping[str, Any]], default_cap: float) -> list[Run]:
-    """The latest run of each (data, budget, seed, contender, loop rate)."""
-    latest: dict[tuple, Run] = {}
+    """Every run of the lines, oldest first (:func:`latest` keeps each one's last)."""
+    runs = []
     for result in results:
         settings = result.get("settings", {})
         for row in result["rows"]:
@@ -222,8 +226,8 @@ def vision_runs(results: Iterable[Mapping[str, Any]], default_cap: float) -> lis
                 row.get("batch"), result["env"]["time"], rate, contender.base, contender.lever, machine_name(result["env"]),
                 row.get("precision", FLOAT32),
             )
-            latest[(run.data, run.budget, run.seed, run.contender, rate)] = run
-    return list(latest.values())
+            runs.append(run)
+    return runs
 
 
 def nmt_contender(
@@ -275,9 +279,8 @@ def nmt_contender(
 
 
 def nmt_runs(results: Iterable[Mapping[str, Any]], default_dropout: float | str, smoothing: float = LEGACY_SMOOTHING) -> list[Run]:
-    """The latest run of each (corpus, minutes, contender); lines from before corpora were named
-    are skipped."""
-    latest: dict[tuple, Run] = {}
+    """Every run of the lines, oldest first; lines from before corpora were named are skipped."""
+    runs = []
     for result in results:
         for row in result["rows"]:
             if "corpus" not in row:
@@ -288,8 +291,25 @@ def nmt_runs(results: Iterable[Mapping[str, Any]], default_dropout: float | str,
                 row.get("train_tokens_per_second"), None, result["env"]["time"],
                 base=contender.base, lever=contender.lever, machine=machine_name(result["env"]),
             )
-            latest[(run.data, run.budget, run.seed, run.contender)] = run
-    return list(latest.values())
+            runs.append(run)
+    return runs
+
+
+def latest(runs: Iterable[Run]) -> list[Run]:
+    """The last of the runs (oldest first) of each (data, budget, seed, contender, loop rate)."""
+    last = {(run.data, run.budget, run.seed, run.contender, run.rate): run for run in runs}
+    return list(last.values())
+
+
+def when(run: Run) -> datetime:
+    """When the run's line was written (a time without a zone is UTC, as the scripts write)."""
+    moment = datetime.fromisoformat(run.time)
+    return moment.replace(tzinfo=timezone.utc) if moment.tzinfo is None else moment
+
+
+def nearest(runs: Iterable[Run], to: Run) -> Run:
+    """The run nearest in time to ``to``."""
+    return min(runs, key=lambda run: abs((when(run) - when(to)).total_seconds()))
 
 
 def best_rate(runs: Iterable[Run]) -> list[Run]:
@@ -367,13 +387,24 @@ def lead(ours: Cell | None, theirs: Cell | None) -> str | None:
 
 @dataclass(frozen=True)
 class Quality:
-    """Everything the results page shows: the vision runs (the loop at its best rate), the figures
-    of each contender, and the translation figures."""
+    """Everything the results page shows: the vision runs (the latest of each, the loop at its best
+    rate), the figures of each contender, the same of translation, and every run of each head (the
+    runs a lever is paired with)."""
 
     vision_runs: list[Run]
     vision: dict[tuple, Cell]
     nmt_runs: list[Run]
     nmt: dict[tuple, Cell]
+    vision_every: list[Run]
+    nmt_every: list[Run]
+
+    @property
+    def vision_effects(self) -> dict[str, list[Effect]]:
+        return effects(self.vision_runs, self.vision_every)
+
+    @property
+    def nmt_effects(self) -> dict[str, list[Effect]]:
+        return effects(self.nmt_runs, self.nmt_every)
 
     @property
     def vision_order(self) -> tuple[str, ...]:
@@ -399,12 +430,14 @@ def measure(
     dropout and label smoothing (default: ``conf/model/transformer_mini.yaml``'s and ``conf/nlp.yaml``'s)."""
     cap = default_warmup_cap() if default_cap is None else default_cap
     lines = read_lines(sorted(results_dir.glob("quality_vision*.jsonl")), "quality_vision")
-    vision_best = best_rate(vision_runs(lines, cap))
+    vision_every = vision_runs(lines, cap)
+    vision_best = best_rate(latest(vision_every))
     nmt_lines = read_lines(sorted(results_dir.glob("quality_nmt*.jsonl")), "quality_nmt")
-    nmt_best = nmt_runs(
+    nmt_every = nmt_runs(
         nmt_lines, default_dropout() if dropout is None else dropout, default_smoothing() if smoothing is None else smoothing
     )
-    return Quality(vision_best, cells(vision_best), nmt_best, cells(nmt_best))
+    nmt_latest = latest(nmt_every)
+    return Quality(vision_best, cells(vision_best), nmt_latest, cells(nmt_latest), vision_every, nmt_every)
 
 
 def defaults_table(
@@ -448,16 +481,22 @@ class Effect:
         return f"{self.data}, {budget_words(self.budget)}{seeds}: {first.mean:.1f} against {second.mean:.1f} ({lead(first, second)})"
 
 
-def effects(runs: Iterable[Run]) -> dict[str, list[Effect]]:
-    """Each lever's effects against the defaults it changes, at the same data, budget and seeds."""
+def effects(runs: Iterable[Run], every: Iterable[Run] | None = None) -> dict[str, list[Effect]]:
+    """Each lever's effects against the defaults it changes, at the same data, budget and seeds:
+    its run in ``runs`` (the latest of each) against the run of those defaults nearest to it in
+    time among ``every`` (default: ``runs``), their run of the same session where they had one."""
     runs = list(runs)
     by_key = {(run.data, run.budget, run.contender, run.seed): run for run in runs}
+    repeats: dict[tuple, list[Run]] = defaultdict(list)
+    for run in runs if every is None else every:
+        repeats[(run.data, run.budget, run.contender, run.seed)].append(run)
     levers = {(run.data, run.budget, run.contender): (run.base, run.lever) for run in runs if run.lever is not None}
     out: dict[str, list[Effect]] = defaultdict(list)
     for (data, budget, name), (base, lever) in sorted(levers.items()):
-        seeds = [seed for (d, b, n, seed) in by_key if (d, b, n) == (data, budget, name) and (d, b, base, seed) in by_key]
-        if seeds:
-            both = cells([by_key[(data, budget, contender, seed)] for seed in seeds for contender in (name, base)])
+        mine = [run for (d, b, n, _), run in by_key.items() if (d, b, n) == (data, budget, name)]
+        pairs = [(run, nearest(repeats[(data, budget, base, run.seed)], run)) for run in mine if repeats[(data, budget, base, run.seed)]]
+        if pairs:
+            both = cells([run for pair in pairs for run in pair])
             out[lever].append(Effect(data, budget, base, both[(data, budget, base)], both[(data, budget, name)]))
     for found in out.values():
         found.sort(key=lambda effect: (effect.data, effect.budget))
@@ -500,10 +539,9 @@ def earlier_only(figures: Mapping[tuple, Cell], order: tuple[str, ...], loop: st
     return items
 
 
-def history_and_levers(runs: list[Run], earlier: list[str]) -> tuple[str, str]:
-    """The earlier defaults and the levers of one head's ``runs``, each as a list in words;
-    ``earlier``: the budgets measured only before today's defaults (:func:`earlier_only`)."""
-    found = effects(runs)
+def history_and_levers(found: Mapping[str, list[Effect]], earlier: list[str]) -> tuple[str, str]:
+    """The earlier defaults and the levers of one head (its :func:`effects`), each as a list in
+    words; ``earlier``: the budgets measured only before today's defaults (:func:`earlier_only`)."""
     history = [lever_words(lever, found[lever]) for lever in sorted(found) if is_history(lever)]
     levers = [lever_words(lever, found[lever]) for lever in sorted(found, key=lever_name) if not is_history(lever)]
     if earlier:
@@ -608,11 +646,11 @@ def render(
         if speeds:
             plot_speed(speeds, figures_dir / "speed_ratios.png")
     history, levers = (
-        history_and_levers(quality.vision_runs, earlier_only(vision, quality.vision_order, LOOP, DEFAULTS))
+        history_and_levers(quality.vision_effects, earlier_only(vision, quality.vision_order, LOOP, DEFAULTS))
         if vision else ("(no results)", "(no results)")
     )
     nmt_history, nmt_levers = (
-        history_and_levers(quality.nmt_runs, earlier_only(nmt, quality.nmt_order, NMT_LOOP, NMT_DEFAULTS))
+        history_and_levers(quality.nmt_effects, earlier_only(nmt, quality.nmt_order, NMT_LOOP, NMT_DEFAULTS))
         if nmt else ("(no results)", "(no results)")
     )
     return PAGE_TEMPLATE.format(
@@ -638,8 +676,10 @@ files (`benchmarks/results/`); the commands that write them are in
 files records its command, machine and settings. The plain loop's figure is its best peak rate at
 that budget; a figure over several seeds is their mean (range, seeds). "lead" is the defaults'
 figure minus the loop's; "speed" is the defaults' training images/s (tokens/s) over the loop's,
-medians over seeds, where both trained at the same batch on the same machine. Why each default is
-what it is: [Decisions](decisions.md).
+medians over seeds, where both trained at the same batch on the same machine. An earlier default
+or a lever is set against the run of the defaults nearest to it in time, of the same session where
+there was one: a run of minutes makes as many steps as the machine's pace of the day allows. Why
+each default is what it is: [Decisions](decisions.md).
 
 ## Vision Transformer
 

@@ -123,8 +123,8 @@ def lever_effects(results: Results, lever: str, head: str = "") -> list[quality_
     ``vision`` or ``nlp`` for one head's, where both measured the override): against today's
     defaults where it was measured against them, else against the earlier defaults it changed."""
     quality = results.quality
-    vision = quality_report.effects(quality.vision_runs).get(lever) if head in ("", "vision") else None
-    found = vision or (quality_report.effects(quality.nmt_runs).get(lever) if head in ("", "nlp") else None)
+    vision = quality.vision_effects.get(lever) if head in ("", "vision") else None
+    found = vision or (quality.nmt_effects.get(lever) if head in ("", "nlp") else None)
     if not found:
         raise LookupError(f"the quality results measure no lever {lever!r}")
     today = [effect for effect in found if effect.against in (DEFAULTS, NMT_DEFAULTS)]

@@ -11,7 +11,7 @@ from collections.abc import Sequence
 
 from core.constraints import AUTO, Check, is_number, one_of
 
-POOLS = ("cls", "mean")
+POOLS = ("cls", "mean", "seq")  # vision.model.VisionTransformer.forward_head
 POS_EMBEDS = ("learned", "sincos")
 POOL, POS_EMBED = one_of(POOLS), one_of(POS_EMBEDS)
 WEIGHT_INITS = ("timm", "mimetic")  # vision.model.VisionTransformer.init_weights

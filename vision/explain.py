@@ -40,7 +40,7 @@ def main(argv: list[str] | None = None) -> None:
     logits, rollout, layers = explain(classifier.net, batch)
     probability, index = logits.softmax(dim=-1)[0].max(dim=0)
     name = classifier.hparams.class_names[int(index)]
-    kind = "class token" if classifier.net.pool == "cls" else "mean-pooled"
+    kind = {"cls": "class token", "mean": "mean-pooled", "seq": "sequence-pooled"}[classifier.net.pool]
     title = f"{Path(args.image).name}: {name} ({float(probability):.1%}); per-layer maps: {kind} attention"
     image = unnormalize(batch[0], classifier.hparams.mean, classifier.hparams.std)
     draw(image, rollout[0], [layer[0] for layer in layers], title, args.out)

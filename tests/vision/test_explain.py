@@ -50,9 +50,9 @@ def test_rollout_follows_the_formula() -> None:
     np.testing.assert_allclose(rollout.sum(dim=-1).numpy(), 1.0)
 
 
-def test_maps_cover_the_patch_grid_for_both_poolings() -> None:
+def test_maps_cover_the_patch_grid_for_every_pooling() -> None:
     images = torch.randn(1, 3, 16, 16)
-    for pool in ("cls", "mean"):
+    for pool in ("cls", "mean", "seq"):
         model = tiny_vit(pool=pool)
         logits, rollout, layers = explain(model, images)
         assert logits.shape == (1, 3) and rollout.shape == (1, 4, 4)
@@ -60,3 +60,6 @@ def test_maps_cover_the_patch_grid_for_both_poolings() -> None:
         assert (rollout >= 0).all() and rollout.sum() < 1.0
     matrix = torch.arange(17 * 17, dtype=torch.float).reshape(1, 17, 17)
     torch.testing.assert_close(token_relevance(tiny_vit(), matrix)[0].flatten(), matrix[0, 0, 1:])
+    weights = torch.zeros(1, 16)
+    weights[0, 5] = 1.0  # a pooling that reads patch 5 alone draws what patch 5's row draws
+    torch.testing.assert_close(token_relevance(tiny_vit(pool="seq"), matrix, weights)[0].flatten(), matrix[0, 6, 1:])

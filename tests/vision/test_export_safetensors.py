@@ -68,6 +68,19 @@ def test_the_directory_reads_back_into_the_same_classifier(
     assert {"blocks.0.attn.qkv.weight", "norm.weight", "patch_embed.stem.0.0.weight"} <= load_file(out / WEIGHTS).keys()
 
 
+def test_a_sequence_pooled_network_reads_back_and_the_export_says_timm_cannot_build_it(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    checkpoint = write_checkpoint(tmp_path / "seq.ckpt", stem="patch", pool="seq", class_token=False)
+    export.main([str(checkpoint), "--format", "safetensors", "--out", str(tmp_path / "shared"), "--device", "cpu"])
+    assert "timm cannot build sequence pooling" in capsys.readouterr().out
+    config = json.loads((tmp_path / "shared" / CONFIG).read_text())
+    assert "architecture" not in config and config["model"]["pool"] == "seq"
+    assert {"seq_pool.weight", "seq_pool.bias"} <= load_file(tmp_path / "shared" / WEIGHTS).keys()
+    images = torch.randn(2, 3, 16, 16)
+    torch.testing.assert_close(logits(tmp_path / "shared", images), logits(checkpoint, images))
+
+
 @pytest.mark.parametrize(
     "model",
     [

@@ -161,6 +161,26 @@ def test_pooling_and_features() -> None:
     assert VisionTransformer().no_weight_decay() == {"pos_embed", "cls_token"}
 
 
+def test_sequence_pooling_weighs_the_patch_tokens_by_a_softmax_of_their_scores() -> None:
+    """CCT's SeqPool (Hassani et al. 2021): z = softmax(g(x_L)^T) x_L over the patch tokens, g a
+    linear score; the class token, when there is one, takes no part."""
+    torch.manual_seed(0)
+    for class_token in (False, True):
+        model = VisionTransformer(
+            img_size=16, patch_size=4, num_classes=5, dim=32, depth=1, num_heads=2, pool="seq", class_token=class_token
+        ).eval()
+        with torch.no_grad():
+            tokens = model.forward_features(torch.randn(3, 3, 16, 16))
+            patches = tokens[:, int(class_token) :]  # (3, 16, 32)
+            scores = patches @ model.seq_pool.weight[0] + model.seq_pool.bias  # (3, 16)
+            expected = (torch.exp(scores - scores.amax(1, keepdim=True)) / torch.exp(scores - scores.amax(1, keepdim=True)).sum(1, keepdim=True))
+            torch.testing.assert_close(model.pool_weights(tokens), expected)
+            torch.testing.assert_close(model.forward_head(tokens, pre_logits=True), (expected[..., None] * patches).sum(1))
+    gradients = torch.autograd.grad(model(torch.randn(2, 3, 16, 16)).sum(), model.seq_pool.weight)
+    assert gradients[0].abs().sum() > 0  # the scores are learned
+    assert VisionTransformer(pool="mean").seq_pool is None
+
+
 @pytest.mark.parametrize(
     "shape, message",
     [
@@ -183,3 +203,7 @@ def test_bad_construction_raises_a_clear_error() -> None:
         VisionTransformer(class_token=False)
     with pytest.raises(ValueError, match="pos_embed must be one of learned, sincos, got 'rope'"):
         VisionTransformer(pos_embed="rope")
+    with pytest.raises(ValueError, match="pool must be one of cls, mean, seq, got 'max'"):
+        VisionTransformer(pool="max")
+    with pytest.raises(ValueError, match="timm's ViT pools by class token or average; build the model with pool='cls'"):
+        VisionTransformer(img_size=32, patch_size=4, dim=48, depth=2, num_heads=3, pos_embed="learned", stem="patch", pool="seq").load_pretrained_state_dict(timm_cifar().state_dict())

@@ -25,11 +25,12 @@ def attention_rollout(attentions: list[Tensor]) -> Tensor:
     return rollout
 
 
-def token_relevance(model: VisionTransformer, matrix: Tensor) -> Tensor:
+def token_relevance(model: VisionTransformer, matrix: Tensor, weights: Tensor | None = None) -> Tensor:
     """What the model's pooled output draws from each patch, as a grid [B, gh, gw]: the class
-    token's row for ``pool="cls"``, the mean of the patch rows for ``pool="mean"``."""
+    token's row for ``pool="cls"``, the patch rows weighted as the pooling weighs the patches
+    (``weights`` [B, N], :meth:`VisionTransformer.pool_weights`) otherwise."""
     prefix = model.num_prefix_tokens
-    rows = matrix[:, 0] if model.pool == "cls" else matrix[:, prefix:].mean(dim=1)  # (B, T)
+    rows = matrix[:, 0] if model.pool == "cls" else torch.einsum("bn,bnt->bt", weights, matrix[:, prefix:])  # (B, T)
     grid = model.patch_embed.grid_size
     return rows[:, prefix:].reshape(-1, *grid)  # (B, gh, gw)
 
@@ -39,7 +40,9 @@ def explain(model: VisionTransformer, images: Tensor) -> tuple[Tensor, Tensor, l
     """Logits [B, classes], the rollout map [B, gh, gw] and each layer's head-averaged map
     [B, gh, gw] for ``images`` at the model's size."""
     with recorded_attention_weights(layer.attn for layer in model.encoder.layers) as attentions:
-        logits = model(images)
-    rollout = token_relevance(model, attention_rollout(attentions))
-    layers = [token_relevance(model, weights.mean(dim=1)) for weights in attentions]
+        tokens = model.forward_features(images)
+    logits = model.forward_head(tokens)
+    pooling = None if model.pool == "cls" else model.pool_weights(tokens)
+    rollout = token_relevance(model, attention_rollout(attentions), pooling)
+    layers = [token_relevance(model, weights.mean(dim=1), pooling) for weights in attentions]
     return logits, rollout, layers

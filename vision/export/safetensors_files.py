@@ -74,6 +74,8 @@ def timm_obstacle(model: dict[str, Any]) -> str | None:
         return f"LayerNorm epsilon {model['norm_eps']} (timm's ViT has {TIMM_NORM_EPS})"
     if model.get("locality"):
         return "Locality Self-Attention (timm's ViT has plain attention, model.locality=false)"
+    if model.get("pool") == "seq":
+        return "sequence pooling (timm's ViT pools by class token or average, model.pool=cls or mean)"
     return None
 
 

@@ -42,7 +42,9 @@ class VisionTransformer(nn.Module):
         depth: encoder layers L.
         num_heads: attention heads per layer.
         mlp_ratio: MLP hidden width / D.
-        pool: ``cls`` (class token, Eq. 4) or ``mean`` (average of the patch tokens).
+        pool: ``cls`` (class token, Eq. 4), ``mean`` (average of the patch tokens) or ``seq``
+            (sequence pooling of Hassani et al. 2021, "Escaping the Big Data Paradigm with Compact
+            Transformers": the patch tokens weighted by a softmax over a learned score of each).
         pos_embed: ``sincos`` (fixed 2D sin-cos, as in MAE and Beyer et al. 2022: nothing to learn,
             so short runs from scratch fit faster) or ``learned`` (a trained table, Eq. 1; timm's).
         class_token: prepend the learnable class token; required by ``pool="cls"``.
@@ -126,6 +128,7 @@ class VisionTransformer(nn.Module):
             # The final norm moves after pooling: LN(mean(z)) differs from mean(LN(z)).
             self.encoder.norm = nn.Identity()
         self.fc_norm = nn.LayerNorm(dim, eps=norm_eps) if fc_norm else nn.Identity()
+        self.seq_pool = nn.Linear(dim, 1) if pool == "seq" else None
         self.head = nn.Linear(dim, num_classes) if num_classes > 0 else nn.Identity()
         self.init_weights()
 
@@ -182,9 +185,23 @@ class VisionTransformer(nn.Module):
     def forward_head(self, x: Tensor, pre_logits: bool = False) -> Tensor:
         """Eq. 4: pool the tokens [B, prefix + N, D] and classify -> logits [B, num_classes]
         (or the pooled features [B, D] with ``pre_logits``)."""
-        x = x[:, 0] if self.pool == "cls" else x[:, self.num_prefix_tokens :].mean(dim=1)
+        if self.pool == "cls":
+            x = x[:, 0]
+        elif self.pool == "mean":
+            x = x[:, self.num_prefix_tokens :].mean(dim=1)
+        else:
+            x = torch.einsum("bn,bnd->bd", self.pool_weights(x), x[:, self.num_prefix_tokens :])
         x = self.fc_norm(x)
         return x if pre_logits else self.head(x)
+
+    def pool_weights(self, x: Tensor) -> Tensor:
+        """The weight of each patch token in the pooled features [B, N] (``mean`` or ``seq``
+        pooling) of the tokens [B, prefix + N, D]: uniform for ``mean``; for ``seq``,
+        ``softmax(g(z_L))`` over the patches, g a linear score of each token (CCT's SeqPool)."""
+        patches = x[:, self.num_prefix_tokens :]
+        if self.seq_pool is None:
+            return patches.new_full(patches.shape[:2], 1 / patches.shape[1])
+        return self.seq_pool(patches).squeeze(-1).softmax(dim=-1)  # (B, N, 1) -> (B, N)
 
     def forward(self, x: Tensor) -> Tensor:
         """Images [B, C, H, W] -> logits [B, num_classes]."""
@@ -229,6 +246,8 @@ class VisionTransformer(nn.Module):
         if missing or unexpected or resized:
             if "pos_embed" in unexpected:
                 fix = "timm checkpoints carry a learned pos_embed; build the model with pos_embed='learned'"
+            elif any(name.startswith("seq_pool.") for name in missing):
+                fix = "timm's ViT pools by class token or average; build the model with pool='cls' or 'mean'"
             elif any(name.startswith("patch_embed.stem.") for name in missing):
                 fix = "timm checkpoints carry a linear patch embedding; build the model with stem='patch' (model.stem=patch)"
             else:

@@ -32,7 +32,7 @@ import sys
 from collections import defaultdict
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from datetime import datetime, timezone
+from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any
 
@@ -68,6 +68,7 @@ STEM = "model.stem="
 WARMUP_CAP = "budget.max_warmup_fraction="
 LEGACY_WARMUP_CAP = 0.1  # conf/vision.yaml's cap when a row did not record its own
 OTHER_MACHINE = "†"  # marks a lead whose two runs ran on different machines
+SESSION = timedelta(hours=3)  # runs closer than this on one machine ran in one session (its pace)
 # The budgets a user gives, in the tables and figures against the loop. A run bounded by optimizer
 # steps (quality_nmt --steps) is one side of a pair at equal steps: a lever's, in words only.
 USER_BUDGETS = ("epochs", "minutes")
@@ -98,6 +99,9 @@ LEVER_NAMES = {
     "model.pool=mean": "Global average pooling of the patch tokens instead of the class token",
     "module.min_lr_ratio=0": "The cosine schedule ending at zero at the last step instead of at 1% of the peak",
     "model.locality=true": "Locality Self-Attention (Lee et al. 2021): a learned temperature, each token's own key masked",
+    "model.pool=seq + model.class_token=false":
+        "Sequence pooling (CCT, Hassani et al. 2021): the patch tokens weighted by a learned softmax, no class token",
+    "model.dim=192 + model.ffn_dim=768": "A narrower model: width 192 and feed-forward 768 instead of 256 and 1,024",
     "model.encoder_depth=4 + model.decoder_depth=2": "A deeper encoder and a shallower decoder: 4 + 2 layers instead of 3 + 3",
     "module.lr=3e-3": "A peak rate of 3e-3 instead of 2e-3",
     "+callbacks.ema._target_=lightning.pytorch.callbacks.EMAWeightAveraging":
@@ -325,7 +329,7 @@ def best_rate(runs: Iterable[Run]) -> list[Run]:
 @dataclass(frozen=True)
 class Cell:
     """A contender's figure at one budget: mean, range and count over seeds; the machine when
-    every seed ran on the same one."""
+    every seed ran on the same one; when its first and last run were written."""
 
     mean: float
     low: float
@@ -334,6 +338,8 @@ class Cell:
     speed: float | None
     batch: int | None
     machine: str | None = None
+    first: datetime | None = None
+    last: datetime | None = None
 
     def __str__(self) -> str:
         spread = f" ({self.low:.1f}-{self.high:.1f}, {self.seeds} seeds)" if self.seeds > 1 else ""
@@ -355,6 +361,7 @@ def cells(runs: Iterable[Run]) -> dict[tuple[str, tuple[str, float], str], Cell]
             statistics.mean(scores), min(scores), max(scores), len(scores),
             statistics.median(speeds) if speeds else None, batches.pop() if len(batches) == 1 else None,
             machines.pop() if len(machines) == 1 else None,
+            min(when(run) for run in group), max(when(run) for run in group),
         )
     return out
 
@@ -368,12 +375,20 @@ def same_machine(ours: Cell, theirs: Cell) -> bool:
     return ours.machine is not None and ours.machine == theirs.machine
 
 
+def same_session(ours: Cell, theirs: Cell) -> bool:
+    """Both cells' runs on one machine, all within :data:`SESSION` of each other: the machine's pace
+    of one session (it varies by a quarter from day to day)."""
+    if not same_machine(ours, theirs) or None in (ours.first, ours.last, theirs.first, theirs.last):
+        return False
+    return max(ours.last, theirs.last) - min(ours.first, theirs.first) < SESSION
+
+
 def speed_ratio(ours: Cell | None, theirs: Cell | None) -> float | None:
-    """The defaults' speed over the loop's, only at an equal batch on one machine (a smaller batch
+    """The defaults' speed over the loop's, only at an equal batch in one session (a smaller batch
     costs speed by design: more optimizer steps)."""
     if ours is None or theirs is None or not ours.speed or not theirs.speed or ours.batch != theirs.batch:
         return None
-    return ours.speed / theirs.speed if same_machine(ours, theirs) else None
+    return ours.speed / theirs.speed if same_session(ours, theirs) else None
 
 
 def ratio(ours: Cell | None, theirs: Cell | None) -> str | None:
@@ -676,7 +691,8 @@ files (`benchmarks/results/`); the commands that write them are in
 files records its command, machine and settings. The plain loop's figure is its best peak rate at
 that budget; a figure over several seeds is their mean (range, seeds). "lead" is the defaults'
 figure minus the loop's; "speed" is the defaults' training images/s (tokens/s) over the loop's,
-medians over seeds, where both trained at the same batch on the same machine. An earlier default
+medians over seeds, where both trained at the same batch in one session (on one machine, within
+three hours). An earlier default
 or a lever is set against the run of the defaults nearest to it in time, of the same session where
 there was one: a run of minutes makes as many steps as the machine's pace of the day allows. Why
 each default is what it is: [Decisions](decisions.md).

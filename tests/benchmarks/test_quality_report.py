@@ -194,27 +194,31 @@ def test_a_pair_at_equal_steps_is_a_lever_in_words_and_no_budget_of_the_tables(t
 
 def test_a_lever_is_set_against_the_defaults_run_of_its_session_and_the_table_shows_the_latest(tmp_path: Path) -> None:
     """The defaults ran twice at 8 minutes, a day apart, on machines of another pace: the lever's
-    run is set against the defaults' run of its session, and the table against the loop keeps the
-    latest."""
+    run is set against the defaults' run of its session, the table against the loop keeps the
+    latest, and a speed ratio is shown only between runs of one session."""
     cli = "nlp.train (transformer_mini)"
     today = {"precision": "bf16-mixed", "dropout": "auto", "min_dropout": 0.05}
 
     def nmt(time: str, rows: list[dict]) -> str:
         return json.dumps({"benchmark": "quality_nmt", "env": {"time": time}, "rows": rows})
 
-    def run(bleu: float, extra: str = "") -> dict:
-        return {"corpus": "toy", "minutes": 8.0, "contender": cli + extra, "bleu": bleu, **today}
+    def run(bleu: float, extra: str = "", corpus: str = "toy") -> dict:
+        return {"corpus": corpus, "minutes": 8.0, "contender": cli + extra, "bleu": bleu, "train_tokens_per_second": 300.0, **today}
+
+    def loop(corpus: str) -> dict:
+        return {"corpus": corpus, "minutes": 8.0, "contender": NMT_LOOP, "bleu": 2.0, "train_tokens_per_second": 100.0}
 
     folder = tmp_path / "results"
     folder.mkdir()
     (folder / "quality_nmt.jsonl").write_text("\n".join([
-        nmt("2026-01-01T10:00:00+00:00", [run(30.0)]),
+        nmt("2026-01-01T10:00:00+00:00", [run(30.0), loop("other")]),
         nmt("2026-01-01T10:20:00+00:00", [run(28.0, " + module.lr=3e-3")]),
-        nmt("2026-01-02T09:00:00+00:00", [run(24.0), {"corpus": "toy", "minutes": 8.0, "contender": NMT_LOOP, "bleu": 2.0}]),
+        nmt("2026-01-02T09:00:00+00:00", [run(24.0), loop("toy"), run(20.0, corpus="other")]),
     ]) + "\n")
     page = quality_report.render(folder, None, dropout="auto")
     assert "    - toy, 8 minutes: 28.0 against 30.0 (-2.0)" in page  # not against the next day's 24.0
-    assert cells_of(page, "| toy | 8 minutes |")[2:5] == ["2.0", "24.0", "+22.0"]
+    assert cells_of(page, "| toy | 8 minutes |")[2:] == ["2.0", "24.0", "+22.0", "3.00x"]
+    assert cells_of(page, "| other | 8 minutes |")[2:] == ["2.0", "20.0", "+18.0", "-"]  # a day apart: no speed ratio
     (effect,) = quality_report.measure(folder, dropout="auto").nmt_effects["module.lr=3e-3"]
     assert (effect.base.mean, effect.lever.mean) == (30.0, 28.0)
 

@@ -33,6 +33,7 @@ from collections import defaultdict
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
+from functools import cached_property
 from pathlib import Path
 from typing import Any
 
@@ -413,11 +414,11 @@ class Quality:
     vision_every: list[Run]
     nmt_every: list[Run]
 
-    @property
+    @cached_property
     def vision_effects(self) -> dict[str, list[Effect]]:
         return effects(self.vision_runs, self.vision_every)
 
-    @property
+    @cached_property
     def nmt_effects(self) -> dict[str, list[Effect]]:
         return effects(self.nmt_runs, self.nmt_every)
 
@@ -496,14 +497,14 @@ class Effect:
         return f"{self.data}, {budget_words(self.budget)}{seeds}: {first.mean:.1f} against {second.mean:.1f} ({lead(first, second)})"
 
 
-def effects(runs: Iterable[Run], every: Iterable[Run] | None = None) -> dict[str, list[Effect]]:
+def effects(runs: Iterable[Run], every: Iterable[Run]) -> dict[str, list[Effect]]:
     """Each lever's effects against the defaults it changes, at the same data, budget and seeds:
     its run in ``runs`` (the latest of each) against the run of those defaults nearest to it in
-    time among ``every`` (default: ``runs``), their run of the same session where they had one."""
+    time among ``every``, their run of the same session where they had one."""
     runs = list(runs)
     by_key = {(run.data, run.budget, run.contender, run.seed): run for run in runs}
     repeats: dict[tuple, list[Run]] = defaultdict(list)
-    for run in runs if every is None else every:
+    for run in every:
         repeats[(run.data, run.budget, run.contender, run.seed)].append(run)
     levers = {(run.data, run.budget, run.contender): (run.base, run.lever) for run in runs if run.lever is not None}
     out: dict[str, list[Effect]] = defaultdict(list)

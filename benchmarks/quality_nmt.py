@@ -162,8 +162,8 @@ def budget_overrides(unit: str, length: float) -> list[str]:
 
 def run_cli(budget: list[str], overrides: list[str], run_dir: Path, device: str, threads: int) -> dict[str, Any]:
     """``python -m nlp.train`` with the ``budget`` overrides; the figures of its ``metrics.json``, the
-    precision it trained in, its ``model.dropout`` (an auto one with the rate it switches on at) and
-    its label smoothing."""
+    precision it trained in, its ``model.dropout`` (an auto one with the rate it switches on at), its
+    label smoothing and its width and feed-forward."""
     cli_overrides = [*overrides, f"trainer={'gpu' if device == 'cuda' else 'cpu'}", *budget, "logger=csv"]
     metrics, _ = run_training_cli("nlp.train", cli_overrides, run_dir, threads)
     config = OmegaConf.load(run_dir / ".hydra" / "config.yaml")
@@ -180,6 +180,8 @@ def run_cli(budget: list[str], overrides: list[str], run_dir: Path, device: str,
         "precision": cli_precision(overrides, device),
         "dropout": dropout,
         "label_smoothing": config.module.label_smoothing,
+        "dim": config.model.dim,
+        "ffn_dim": config.model.ffn_dim,
         **({"min_dropout": MIN_DROPOUT} if dropout == AUTO else {}),  # the rate an auto dropout switches on at
     }
 
@@ -322,13 +324,15 @@ def evaluate_plain(
 def run_plain(
     seconds: float, datamodule: TranslationDataModule, model_cfg: dict[str, Any], device: torch.device, seed: int
 ) -> dict[str, float]:
-    """The plain loop on the CLI's data: train for ``seconds`` from ``seed``, then test."""
+    """The plain loop on the CLI's data: train for ``seconds`` from ``seed``, then test; its figures
+    and its width and feed-forward (``model_cfg``'s, those of the CLI's preset)."""
     tokenizer = datamodule.tokenizer
     assert tokenizer is not None
     torch.manual_seed(seed)
     model = TutorialTransformer(tokenizer.vocab_size, model_cfg, tokenizer.pad_id, PLAIN_LOOP.dropout).to(device)
     trained = train_plain(model, datamodule.examples["train"], seconds, device)
-    return {**evaluate_plain(model, datamodule.examples["test"], tokenizer, device), **trained}
+    sizes = {"dim": model_cfg["dim"], "ffn_dim": model_cfg["ffn_dim"]}
+    return {**evaluate_plain(model, datamodule.examples["test"], tokenizer, device), **trained, **sizes}
 
 
 def markdown(rows: list[dict[str, Any]]) -> str:

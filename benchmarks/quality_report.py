@@ -65,6 +65,8 @@ EPOCH_BOUND = "trainer.max_epochs="
 LEGACY_EPOCH_BOUND = 10  # trainer.max_epochs before it was null: a time budget stopped there (a row's epoch_bound)
 SMOOTHING = "module.label_smoothing="
 LEGACY_SMOOTHING = 0.1  # conf/nlp.yaml's label smoothing when a row did not record its own
+WIDTH = ("dim", "ffn_dim")  # the model settings of a translation model's width, as its rows record them
+LEGACY_WIDTH = (256, 1024)  # transformer_mini's width and feed-forward when a row did not record its own
 STEM = "model.stem="
 WARMUP_CAP = "budget.max_warmup_fraction="
 LEGACY_WARMUP_CAP = 0.1  # conf/vision.yaml's cap when a row did not record its own
@@ -102,7 +104,7 @@ LEVER_NAMES = {
     "model.locality=true": "Locality Self-Attention (Lee et al. 2021): a learned temperature, each token's own key masked",
     "model.pool=seq + model.class_token=false":
         "Sequence pooling (CCT, Hassani et al. 2021): the patch tokens weighted by a learned softmax, no class token",
-    "model.dim=192 + model.ffn_dim=768": "A narrower model: width 192 and feed-forward 768 instead of 256 and 1,024",
+    "model.dim=256 + model.ffn_dim=1024": "The wider model: width 256 and feed-forward 1,024 instead of 192 and 768",
     "model.encoder_depth=4 + model.decoder_depth=2": "A deeper encoder and a shallower decoder: 4 + 2 layers instead of 3 + 3",
     "module.lr=3e-3": "A peak rate of 3e-3 instead of 2e-3",
     "+callbacks.ema._target_=lightning.pytorch.callbacks.EMAWeightAveraging":
@@ -120,6 +122,17 @@ def default_smoothing() -> float:
     else ``conf/nlp.yaml``'s)."""
     mini = OmegaConf.load(CONF / "model" / "transformer_mini.yaml")
     return float(OmegaConf.select(mini, "module.label_smoothing", default=OmegaConf.load(CONF / "nlp.yaml").module.label_smoothing))
+
+
+def default_width() -> tuple[int, int]:
+    """Today's ``model.dim`` and ``model.ffn_dim`` of the translation CPU preset (``conf/model/transformer_mini.yaml``)."""
+    model = OmegaConf.load(CONF / "model" / "transformer_mini.yaml").model
+    return int(model.dim), int(model.ffn_dim)
+
+
+def width_override(width: tuple[int, int]) -> str:
+    """The overrides that set a translation model's width and feed-forward: ``model.dim=D + model.ffn_dim=F``."""
+    return " + ".join(f"model.{key}={size}" for key, size in zip(WIDTH, width))
 
 
 def default_warmup_cap() -> float:
@@ -203,7 +216,7 @@ def is_history(lever: str) -> bool:
     short by the default epoch bound, label smoothing 0.1), not an override under test."""
     return lever.startswith((STEM, WARMUP_CAP)) or lever in (
         f"{PRECISION}{FLOAT32}", f"{DROPOUT}{LEGACY_DROPOUT}", f"{DROPOUT}{AUTO_FROM_START}", f"{DROPOUT}{TORCH_MASKS}",
-        f"{EPOCH_BOUND}{LEGACY_EPOCH_BOUND}", f"{SMOOTHING}{LEGACY_SMOOTHING:g}",
+        f"{EPOCH_BOUND}{LEGACY_EPOCH_BOUND}", f"{SMOOTHING}{LEGACY_SMOOTHING:g}", width_override(LEGACY_WIDTH),
     )
 
 
@@ -236,17 +249,23 @@ def vision_runs(results: Iterable[Mapping[str, Any]], default_cap: float) -> lis
 
 
 def nmt_contender(
-    row: Mapping[str, Any], default_dropout: float | str = LEGACY_DROPOUT, smoothing: float = LEGACY_SMOOTHING
+    row: Mapping[str, Any],
+    default_dropout: float | str = LEGACY_DROPOUT,
+    smoothing: float = LEGACY_SMOOTHING,
+    width: tuple[int, int] = LEGACY_WIDTH,
 ) -> Contender:
     """The row's line in the tables: the loop, today's defaults, an earlier recipe of them, or a
     lever under test as ``<those defaults> + <overrides>``. A recipe differs from today's
-    (``default_dropout``, ``smoothing``) in some of these, oldest change first: float32 (a row that
-    recorded no precision, before ``trainer.precision=auto``); its dropout (a row that recorded none
-    ran with 0.1, an ``auto`` one without ``min_dropout`` switched on at any rate, one with
-    ``dropout_masks: F.dropout`` drew its masks with PyTorch's sampler); ``epoch_bound``, the epochs
-    that cut its time budget short; the label smoothing of the defaults of its time (a row that
-    recorded none ran with 0.1; one its own override set is a lever, or today's defaults). Its name
-    lists them newest first, and it is set against the recipe without the oldest."""
+    (``default_dropout``, ``smoothing``, ``width``) in some of these, oldest change first: float32
+    (a row that recorded no precision, before ``trainer.precision=auto``); its dropout (a row that
+    recorded none ran with 0.1, an ``auto`` one without ``min_dropout`` switched on at any rate, one
+    with ``dropout_masks: F.dropout`` drew its masks with PyTorch's sampler); ``epoch_bound``, the
+    epochs that cut its time budget short; the label smoothing of the defaults of its time (a row
+    that recorded none ran with 0.1; one its own override set is a lever, or today's defaults); the
+    width and feed-forward of ``transformer_mini`` of its time (``dim`` and ``ffn_dim``; a row that
+    recorded none ran with 256 and 1,024; one its own overrides set is a lever, or today's
+    defaults). Its name lists them newest first, and it is set against the recipe without the
+    oldest."""
     name = row["contender"]
     if name == NMT_LOOP:
         return Contender(NMT_LOOP)
@@ -258,6 +277,8 @@ def nmt_contender(
         dropout = TORCH_MASKS
     named = [float(extra[len(SMOOTHING) :]) for extra in extras if extra.startswith(SMOOTHING)]
     own_smoothing = float(row.get("label_smoothing", named[-1] if named else LEGACY_SMOOTHING))
+    sized = {key: int(extra.partition("=")[2]) for extra in extras for key in WIDTH if extra.startswith(f"model.{key}=")}
+    own_width = tuple(int(row.get(key, sized.get(key, legacy))) for key, legacy in zip(WIDTH, LEGACY_WIDTH))
     differences = []  # (the override that restores it, words), oldest first
     if row.get("precision", FLOAT32) == FLOAT32:
         differences.append((f"{PRECISION}{FLOAT32}", "float32"))
@@ -267,6 +288,8 @@ def nmt_contender(
         differences.append((f"{EPOCH_BOUND}{row['epoch_bound']}", f"at most {row['epoch_bound']} epochs"))
     if own_smoothing != smoothing and not named:
         differences.append((f"{SMOOTHING}{own_smoothing:g}", f"label smoothing {own_smoothing:g}"))
+    if own_width != width and not sized:
+        differences.append((width_override(own_width), f"width {own_width[0]}"))
 
     def recipe(kept: list[tuple[str, str]]) -> str:
         return ", ".join([NMT_DEFAULTS, *(words for _, words in reversed(kept))])
@@ -274,7 +297,9 @@ def nmt_contender(
     own = recipe(differences)
     levers = [
         extra for extra in extras
-        if not extra.startswith((PRECISION, DROPOUT)) and not (extra.startswith(SMOOTHING) and own_smoothing == smoothing)
+        if not extra.startswith((PRECISION, DROPOUT))
+        and not (extra.startswith(SMOOTHING) and own_smoothing == smoothing)
+        and not (extra.startswith(tuple(f"model.{key}=" for key in WIDTH)) and own_width == width)
     ]
     if levers:
         return Contender(" + ".join([own, *levers]), own, " + ".join(levers))
@@ -283,14 +308,19 @@ def nmt_contender(
     return Contender(NMT_DEFAULTS)
 
 
-def nmt_runs(results: Iterable[Mapping[str, Any]], default_dropout: float | str, smoothing: float = LEGACY_SMOOTHING) -> list[Run]:
+def nmt_runs(
+    results: Iterable[Mapping[str, Any]],
+    default_dropout: float | str,
+    smoothing: float = LEGACY_SMOOTHING,
+    width: tuple[int, int] = LEGACY_WIDTH,
+) -> list[Run]:
     """Every run of the lines, oldest first; lines from before corpora were named are skipped."""
     runs = []
     for result in results:
         for row in result["rows"]:
             if "corpus" not in row:
                 continue
-            contender = nmt_contender(row, default_dropout, smoothing)
+            contender = nmt_contender(row, default_dropout, smoothing, width)
             run = Run(
                 row["corpus"], length_of(row), int(row.get("seed", 0)), contender.name, row["bleu"],
                 row.get("train_tokens_per_second"), None, result["env"]["time"],
@@ -439,18 +469,26 @@ class Quality:
 
 
 def measure(
-    results_dir: Path, default_cap: float | None = None, dropout: float | str | None = None, smoothing: float | None = None
+    results_dir: Path,
+    default_cap: float | None = None,
+    dropout: float | str | None = None,
+    smoothing: float | None = None,
+    width: tuple[int, int] | None = None,
 ) -> Quality:
     """The figures of the quality result files in ``results_dir``; ``default_cap``: today's vision
-    warmup cap (default: ``conf/vision.yaml``'s); ``dropout`` and ``smoothing``: today's translation
-    dropout and label smoothing (default: ``conf/model/transformer_mini.yaml``'s and ``conf/nlp.yaml``'s)."""
+    warmup cap (default: ``conf/vision.yaml``'s); ``dropout``, ``smoothing`` and ``width``: today's
+    translation dropout, label smoothing and width with feed-forward (default:
+    ``conf/model/transformer_mini.yaml``'s, else ``conf/nlp.yaml``'s)."""
     cap = default_warmup_cap() if default_cap is None else default_cap
     lines = read_lines(sorted(results_dir.glob("quality_vision*.jsonl")), "quality_vision")
     vision_every = vision_runs(lines, cap)
     vision_best = best_rate(latest(vision_every))
     nmt_lines = read_lines(sorted(results_dir.glob("quality_nmt*.jsonl")), "quality_nmt")
     nmt_every = nmt_runs(
-        nmt_lines, default_dropout() if dropout is None else dropout, default_smoothing() if smoothing is None else smoothing
+        nmt_lines,
+        default_dropout() if dropout is None else dropout,
+        default_smoothing() if smoothing is None else smoothing,
+        default_width() if width is None else width,
     )
     nmt_latest = latest(nmt_every)
     return Quality(vision_best, cells(vision_best), nmt_latest, cells(nmt_latest), vision_every, nmt_every)

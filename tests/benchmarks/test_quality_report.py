@@ -278,6 +278,31 @@ def test_label_smoothing_of_the_defaults_of_their_time_is_history_under_other_de
     assert lever == Contender(f"{NMT_DEFAULTS} + module.label_smoothing=0.2", NMT_DEFAULTS, "module.label_smoothing=0.2")
 
 
+def test_the_width_of_the_defaults_of_their_time_is_history_under_a_narrower_default() -> None:
+    """Rows that recorded no width ran with 256 and 1,024. Under those defaults a narrower model is
+    a lever; under a default of 192 and 768 its rows (and rows that recorded that width) are the
+    defaults, the rows of 256 an earlier recipe, and another width a lever."""
+    contender = quality_report.nmt_contender
+    cli = "nlp.train (transformer_mini)"
+    today = {"precision": "bf16-mixed", "dropout": "auto", "min_dropout": 0.05, "label_smoothing": 0.1}
+    narrow, narrowed = (192, 768), {"contender": f"{cli} + model.dim=192 + model.ffn_dim=768", **today}
+    lever = "model.dim=192 + model.ffn_dim=768"
+    assert contender(narrowed, "auto", 0.1) == Contender(f"{NMT_DEFAULTS} + {lever}", NMT_DEFAULTS, lever)
+    assert contender(narrowed, "auto", 0.1, narrow) == Contender(NMT_DEFAULTS)
+    assert contender({"contender": cli, **today, "dim": 192, "ffn_dim": 768}, "auto", 0.1, narrow) == Contender(NMT_DEFAULTS)
+    wide = f"{NMT_DEFAULTS}, width 256"
+    assert contender({"contender": cli, **today}, "auto", 0.1, narrow) == Contender(wide, NMT_DEFAULTS, "model.dim=256 + model.ffn_dim=1024")
+    assert quality_report.is_history("model.dim=256 + model.ffn_dim=1024") and not quality_report.is_history(lever)
+    older = contender({"contender": cli, **today, "precision": "32-true"}, "auto", 0.1, narrow)
+    assert older == Contender(f"{wide}, float32", wide, "trainer.precision=32-true")
+    rate = contender({"contender": f"{cli} + module.lr=3e-3", **today}, "auto", 0.1, narrow)
+    assert rate == Contender(f"{wide} + module.lr=3e-3", wide, "module.lr=3e-3")
+    other = "model.dim=128 + model.ffn_dim=512"
+    assert contender({"contender": f"{cli} + {other}", **today}, "auto", 0.1, narrow) == Contender(
+        f"{NMT_DEFAULTS} + {other}", NMT_DEFAULTS, other
+    )
+
+
 def test_the_docs_results_page_is_up_to_date_with_the_result_files() -> None:
     assert quality_report.main(["--check"]) == 0, "run python -m benchmarks.quality_report"
 

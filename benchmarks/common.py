@@ -27,6 +27,8 @@ import torch
 
 from core.training.plan.precision import hardware_precision
 
+CONF = Path(__file__).resolve().parents[1] / "conf"  # the project's Hydra configs
+
 
 def base_parser(description: str) -> argparse.ArgumentParser:
     """The options every benchmark script takes."""

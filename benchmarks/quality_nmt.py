@@ -68,7 +68,7 @@ from torch import Tensor, nn
 import core
 from core.constraints import AUTO
 from benchmarks import corpora
-from benchmarks.common import cli_precision, environment, run_training_cli, table_result
+from benchmarks.common import CONF, cli_precision, environment, run_training_cli, table_result
 from benchmarks.report import budget_label, length_of, table
 from nlp.data.batching import Example, pad_batch
 from nlp.data.datamodule import TranslationDataModule
@@ -77,7 +77,6 @@ from nlp.data.gettext import DEFAULT_LOCALE_DIR, read_gettext_corpus
 from nlp.data.tokenizer import SubwordTokenizer
 from nlp.recipe import MIN_DROPOUT
 
-CONF = Path(__file__).resolve().parents[1] / "conf"
 QUICK_OVERRIDES = ("model=transformer_tiny", "data.vocab_size=300", "trainer.num_sanity_val_steps=0")
 # The batch of a run bounded by steps (--steps): what data.max_tokens=auto gives the proving corpora
 # at 8 and 30 minutes on a CPU (its batch_rule line in the run's log), fixed, since a budget of

@@ -71,14 +71,13 @@ from torchvision import transforms as T
 from torchvision.datasets import ImageFolder
 
 from benchmarks import digits_data, proving_grounds
-from benchmarks.common import cli_precision, environment, run_training_cli, table_result
+from benchmarks.common import CONF, cli_precision, environment, run_training_cli, table_result
 from benchmarks.report import length_of, table
 from core.files.checkpoints import load_checkpoint
 from core.training.callbacks.throughput import SKIP_BATCHES
 from vision.data.datamodule import usable_cpus
 from vision.data.folder import ImageFolderDataModule
 
-CONF = Path(__file__).resolve().parents[1] / "conf"
 # A small ViT for CPUs (0.55M parameters).
 CPU_MODEL = ("model.dim=128", "model.depth=4", "model.num_heads=4", "model.mlp_ratio=2", "model.patch_size=4")
 QUICK_MODEL = ("model.dim=32", "model.depth=1", "model.num_heads=2", "model.mlp_ratio=2", "model.patch_size=8")

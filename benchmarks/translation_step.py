@@ -33,10 +33,11 @@ from typing import Any
 
 import torch
 import torch.nn.functional as F
+from omegaconf import OmegaConf
 from torch import Tensor, nn
 
 import core.attention
-from benchmarks.common import base_parser, environment, interleave, setup, speed_ratio, table_result, throughput
+from benchmarks.common import CONF, base_parser, environment, interleave, setup, speed_ratio, table_result, throughput
 from benchmarks.report import table
 from core.training.plan.precision import cpu_computes_bf16
 from nlp.model import Seq2SeqTransformer
@@ -100,12 +101,16 @@ def training_step(
     return step
 
 
+def mini_sizes() -> dict[str, int]:
+    """The width, heads, depths and feed-forward of ``conf/model/transformer_mini.yaml``."""
+    model = OmegaConf.load(CONF / "model" / "transformer_mini.yaml").model
+    return {key: int(model[key]) for key in ("dim", "num_heads", "encoder_depth", "decoder_depth", "ffn_dim")}
+
+
 def mini(vocab: int, quick: bool, bias: bool = True, dropout: float = 0.0) -> Seq2SeqTransformer:
     """``transformer_mini`` (``quick``: a tiny model), without dropout unless ``dropout``."""
     torch.manual_seed(0)
-    size = dict(dim=32, num_heads=2, encoder_depth=1, decoder_depth=1, ffn_dim=64) if quick else dict(
-        dim=256, num_heads=4, encoder_depth=3, decoder_depth=3, ffn_dim=1024
-    )
+    size = dict(dim=32, num_heads=2, encoder_depth=1, decoder_depth=1, ffn_dim=64) if quick else mini_sizes()
     model = Seq2SeqTransformer(vocab, vocab, **size, dropout=dropout, max_len=256, norm_first=True)
     if not bias:
         for layer in model.modules():
@@ -175,7 +180,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     env = environment(torch.device("cpu"), args.threads, " ".join(["python -m benchmarks.translation_step", *argv]))
     return table_result(
         "translation_step", env, rows, lines, args.append, tokens=tokens, sentences=sentences, length=length,
-        compile_seconds=compile_seconds, cpu_computes_bf16=cpu_computes_bf16(),
+        compile_seconds=compile_seconds, cpu_computes_bf16=cpu_computes_bf16(), model=None if args.quick else mini_sizes(),
     )
 
 

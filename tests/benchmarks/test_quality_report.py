@@ -13,6 +13,7 @@ from benchmarks import quality_report
 from benchmarks.quality_report import DEFAULTS, LOOP, NMT_DEFAULTS, NMT_LOOP, PATCH, Contender
 
 NMT_FLOAT32 = f"{NMT_DEFAULTS}, float32"
+WIDE = quality_report.LEGACY_WIDTH  # the width of rows that record none
 
 
 def vision_line(time: str, rows: list[dict], stem: str = "patch") -> str:
@@ -59,7 +60,7 @@ def cells_of(page: str, start: str) -> list[str]:
 
 def test_tables_take_the_latest_run_the_loops_best_rate_and_the_mean_of_seeds(tmp_path: Path) -> None:
     write_results(tmp_path / "results")
-    page = quality_report.render(tmp_path / "results", tmp_path / "figures", default_cap=0.1, dropout=0.1)  # the lines'
+    page = quality_report.render(tmp_path / "results", tmp_path / "figures", default_cap=0.1, dropout=0.1, width=WIDE)  # the lines'
     cells = cells_of(page, "| glyphs | 3 epochs |")
     assert cells[2] == "25.0"  # the loop's best of its rates 1e-3, 2e-3, 4e-3
     assert cells[3] == "50.0 (40.0-60.0, 2 seeds)"  # conv stem: the override of seed 0, the default of seed 1
@@ -163,7 +164,7 @@ def test_translation_runs_are_named_by_their_precision_and_float32_is_history(tm
         nmt("2026-01-02T00:00:01", [{"corpus": "toy", "minutes": 8.0, "contender": f"{cli} + trainer.precision=32-true",
                                      "bleu": 11.0, "precision": "32-true"}]),
     ]) + "\n")
-    page = quality_report.render(folder, None, dropout=0.1)  # the lines ran with the dropout of then
+    page = quality_report.render(folder, None, dropout=0.1, width=WIDE)  # the lines ran with the dropout and width of then
     assert cells_of(page, "| toy | 8 minutes |")[2:5] == ["4.0", "14.0", "+10.0"]
     assert "- **Float32 instead of bf16 autocast** (`trainer.precision=32-true`), against today's defaults:\n" \
         "    - toy, 8 minutes: 11.0 against 14.0 (-3.0)" in page  # the ablation replaces the older float32 run
@@ -186,7 +187,7 @@ def test_a_pair_at_equal_steps_is_a_lever_in_words_and_no_budget_of_the_tables(t
             {"corpus": "toy", "max_steps": 2300, "contender": f"{cli} + module.label_smoothing=0", "bleu": 22.5, **today},
         ],
     }) + "\n")
-    page = quality_report.render(folder, None, dropout="auto")
+    page = quality_report.render(folder, None, dropout="auto", width=WIDE)
     assert "    - toy, 2300 steps: 22.5 against 21.0 (+1.5)" in page
     assert cells_of(page, "| toy | 8 minutes |")[2:5] == ["5.0", "20.0", "+15.0"]
     assert "| toy | 2300 steps |" not in page
@@ -215,11 +216,11 @@ def test_a_lever_is_set_against_the_defaults_run_of_its_session_and_the_table_sh
         nmt("2026-01-01T10:20:00+00:00", [run(28.0, " + module.lr=3e-3")]),
         nmt("2026-01-02T09:00:00+00:00", [run(24.0), loop("toy"), run(20.0, corpus="other")]),
     ]) + "\n")
-    page = quality_report.render(folder, None, dropout="auto")
+    page = quality_report.render(folder, None, dropout="auto", width=WIDE)
     assert "    - toy, 8 minutes: 28.0 against 30.0 (-2.0)" in page  # not against the next day's 24.0
     assert cells_of(page, "| toy | 8 minutes |")[2:] == ["2.0", "24.0", "+22.0", "3.00x"]
     assert cells_of(page, "| other | 8 minutes |")[2:] == ["2.0", "20.0", "+18.0", "-"]  # a day apart: no speed ratio
-    (effect,) = quality_report.measure(folder, dropout="auto").nmt_effects["module.lr=3e-3"]
+    (effect,) = quality_report.measure(folder, dropout="auto", width=WIDE).nmt_effects["module.lr=3e-3"]
     assert (effect.base.mean, effect.lever.mean) == (30.0, 28.0)
 
 

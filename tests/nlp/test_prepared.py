@@ -12,6 +12,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from lightning.fabric.plugins.environments.lightning import find_free_network_port
 
 from nlp.data import datamodule as datamodule_module
 from nlp.data import prepared
@@ -120,8 +121,9 @@ def test_a_file_that_is_no_usable_tokenizer_is_refused_naming_the_setting(tmp_pa
 def test_two_ddp_processes_share_one_prepared_tokenizer(tmp_path: Path) -> None:
     path = corpus(tmp_path, count=200)
     run_dir = tmp_path / "run"
+    port = find_free_network_port()  # a fixed port can be taken by another test's processes
     command = [
-        sys.executable, "-m", "torch.distributed.run", "--nproc_per_node=2", "--master_port=29517", "-m", "nlp.train",
+        sys.executable, "-m", "torch.distributed.run", "--nproc_per_node=2", f"--master_port={port}", "-m", "nlp.train",
         "data=files", f"data.train={path}", f"data.val={path}", f"data.cache_dir={tmp_path / 'cache'}",
         "data.vocab_size=300", "model=transformer_tiny", "trainer=ddp", "trainer.accelerator=cpu",
         "trainer.max_epochs=-1", "trainer.max_steps=2", "trainer.num_sanity_val_steps=0", "module.beam_size=1",

@@ -24,10 +24,16 @@ from pathlib import Path
 from typing import Any
 
 import torch
+from omegaconf import DictConfig, OmegaConf
 
 from core.training.plan.precision import hardware_precision
 
 CONF = Path(__file__).resolve().parents[1] / "conf"  # the project's Hydra configs
+
+
+def mini_preset() -> DictConfig:
+    """``conf/model/transformer_mini.yaml``, the translation CPU preset: its model and recipe as the file holds them."""
+    return OmegaConf.load(CONF / "model" / "transformer_mini.yaml")
 
 
 def base_parser(description: str) -> argparse.ArgumentParser:

@@ -39,7 +39,7 @@ from typing import Any
 
 from omegaconf import OmegaConf
 
-from benchmarks.common import CONF
+from benchmarks.common import CONF, mini_preset
 from benchmarks.proving_grounds import DEFAULT_COUNTS, SETS
 from benchmarks.report import budget_label, length_of, results_of, table
 from core.constraints import AUTO
@@ -66,6 +66,7 @@ LEGACY_EPOCH_BOUND = 10  # trainer.max_epochs before it was null: a time budget 
 SMOOTHING = "module.label_smoothing="
 LEGACY_SMOOTHING = 0.1  # conf/nlp.yaml's label smoothing when a row did not record its own
 WIDTH = ("dim", "ffn_dim")  # the model settings of a translation model's width, as its rows record them
+WIDTH_OVERRIDES = tuple(f"model.{key}=" for key in WIDTH)
 LEGACY_WIDTH = (256, 1024)  # transformer_mini's width and feed-forward when a row did not record its own
 STEM = "model.stem="
 WARMUP_CAP = "budget.max_warmup_fraction="
@@ -114,25 +115,24 @@ LEVER_NAMES = {
 
 def default_dropout() -> float | str:
     """Today's ``model.dropout`` of the translation CPU preset (``conf/model/transformer_mini.yaml``)."""
-    return OmegaConf.load(CONF / "model" / "transformer_mini.yaml").model.dropout
+    return mini_preset().model.dropout
 
 
 def default_smoothing() -> float:
     """Today's ``module.label_smoothing`` of the translation CPU preset (``conf/model/transformer_mini.yaml``'s,
     else ``conf/nlp.yaml``'s)."""
-    mini = OmegaConf.load(CONF / "model" / "transformer_mini.yaml")
-    return float(OmegaConf.select(mini, "module.label_smoothing", default=OmegaConf.load(CONF / "nlp.yaml").module.label_smoothing))
+    return float(OmegaConf.select(mini_preset(), "module.label_smoothing", default=OmegaConf.load(CONF / "nlp.yaml").module.label_smoothing))
 
 
 def default_width() -> tuple[int, int]:
     """Today's ``model.dim`` and ``model.ffn_dim`` of the translation CPU preset (``conf/model/transformer_mini.yaml``)."""
-    model = OmegaConf.load(CONF / "model" / "transformer_mini.yaml").model
+    model = mini_preset().model
     return int(model.dim), int(model.ffn_dim)
 
 
 def width_override(width: tuple[int, int]) -> str:
     """The overrides that set a translation model's width and feed-forward: ``model.dim=D + model.ffn_dim=F``."""
-    return " + ".join(f"model.{key}={size}" for key, size in zip(WIDTH, width))
+    return " + ".join(f"{override}{size}" for override, size in zip(WIDTH_OVERRIDES, width))
 
 
 def default_warmup_cap() -> float:
@@ -213,7 +213,7 @@ def vision_contender(row: Mapping[str, Any], settings: Mapping[str, Any], defaul
 def is_history(lever: str) -> bool:
     """An earlier default (the patch embedding, the warmup cap, translation in float32 or with
     dropout 0.1, an auto dropout without its minimum or with PyTorch's masks, a time budget cut
-    short by the default epoch bound, label smoothing 0.1), not an override under test."""
+    short by the default epoch bound, label smoothing 0.1, translation 256 wide), not an override under test."""
     return lever.startswith((STEM, WARMUP_CAP)) or lever in (
         f"{PRECISION}{FLOAT32}", f"{DROPOUT}{LEGACY_DROPOUT}", f"{DROPOUT}{AUTO_FROM_START}", f"{DROPOUT}{TORCH_MASKS}",
         f"{EPOCH_BOUND}{LEGACY_EPOCH_BOUND}", f"{SMOOTHING}{LEGACY_SMOOTHING:g}", width_override(LEGACY_WIDTH),
@@ -277,7 +277,12 @@ def nmt_contender(
         dropout = TORCH_MASKS
     named = [float(extra[len(SMOOTHING) :]) for extra in extras if extra.startswith(SMOOTHING)]
     own_smoothing = float(row.get("label_smoothing", named[-1] if named else LEGACY_SMOOTHING))
-    sized = {key: int(extra.partition("=")[2]) for extra in extras for key in WIDTH if extra.startswith(f"model.{key}=")}
+    sized = {
+        key: int(extra[len(override) :])
+        for extra in extras
+        for key, override in zip(WIDTH, WIDTH_OVERRIDES)
+        if extra.startswith(override)
+    }
     own_width = tuple(int(row.get(key, sized.get(key, legacy))) for key, legacy in zip(WIDTH, LEGACY_WIDTH))
     differences = []  # (the override that restores it, words), oldest first
     if row.get("precision", FLOAT32) == FLOAT32:
@@ -299,7 +304,7 @@ def nmt_contender(
         extra for extra in extras
         if not extra.startswith((PRECISION, DROPOUT))
         and not (extra.startswith(SMOOTHING) and own_smoothing == smoothing)
-        and not (extra.startswith(tuple(f"model.{key}=" for key in WIDTH)) and own_width == width)
+        and not (extra.startswith(WIDTH_OVERRIDES) and own_width == width)
     ]
     if levers:
         return Contender(" + ".join([own, *levers]), own, " + ".join(levers))

@@ -33,11 +33,10 @@ from typing import Any
 
 import torch
 import torch.nn.functional as F
-from omegaconf import OmegaConf
 from torch import Tensor, nn
 
 import core.attention
-from benchmarks.common import CONF, base_parser, environment, interleave, setup, speed_ratio, table_result, throughput
+from benchmarks.common import base_parser, environment, interleave, mini_preset, setup, speed_ratio, table_result, throughput
 from benchmarks.report import table
 from core.training.plan.precision import cpu_computes_bf16
 from nlp.model import Seq2SeqTransformer
@@ -103,7 +102,7 @@ def training_step(
 
 def mini_sizes() -> dict[str, int]:
     """The width, heads, depths and feed-forward of ``conf/model/transformer_mini.yaml``."""
-    model = OmegaConf.load(CONF / "model" / "transformer_mini.yaml").model
+    model = mini_preset().model
     return {key: int(model[key]) for key in ("dim", "num_heads", "encoder_depth", "decoder_depth", "ffn_dim")}
 
 

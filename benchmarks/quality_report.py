@@ -261,11 +261,11 @@ def nmt_contender(
     recorded none ran with 0.1, an ``auto`` one without ``min_dropout`` switched on at any rate, one
     with ``dropout_masks: F.dropout`` drew its masks with PyTorch's sampler); ``epoch_bound``, the
     epochs that cut its time budget short; the label smoothing of the defaults of its time (a row
-    that recorded none ran with 0.1; one its own override set is a lever, or today's defaults); the
-    width and feed-forward of ``transformer_mini`` of its time (``dim`` and ``ffn_dim``; a row that
-    recorded none ran with 256 and 1,024; one its own overrides set is a lever, or today's
-    defaults). Its name lists them newest first, and it is set against the recipe without the
-    oldest."""
+    that recorded none ran with 0.1); the width and feed-forward of ``transformer_mini`` of its time
+    (``dim`` and ``ffn_dim``; a row that recorded none ran with 256 and 1,024). A smoothing or width
+    that the row's own overrides set names the same earlier recipe where it is that recipe's value,
+    today's defaults where it is today's, and a lever otherwise. Its name lists the differences
+    newest first, and it is set against the recipe without the oldest."""
     name = row["contender"]
     if name == NMT_LOOP:
         return Contender(NMT_LOOP)
@@ -284,6 +284,10 @@ def nmt_contender(
         if extra.startswith(override)
     }
     own_width = tuple(int(row.get(key, sized.get(key, legacy))) for key, legacy in zip(WIDTH, LEGACY_WIDTH))
+    # Another smoothing or width than today's names an earlier recipe where the row ran that recipe's
+    # value, whether it recorded it or set it by its own overrides; any other value is a lever.
+    earlier_smoothing = own_smoothing != smoothing and (not named or own_smoothing == LEGACY_SMOOTHING)
+    earlier_width = own_width != width and (not sized or own_width == LEGACY_WIDTH)
     differences = []  # (the override that restores it, words), oldest first
     if row.get("precision", FLOAT32) == FLOAT32:
         differences.append((f"{PRECISION}{FLOAT32}", "float32"))
@@ -291,9 +295,9 @@ def nmt_contender(
         differences.append((f"{DROPOUT}{dropout}", f"dropout {dropout}"))
     if "epoch_bound" in row:
         differences.append((f"{EPOCH_BOUND}{row['epoch_bound']}", f"at most {row['epoch_bound']} epochs"))
-    if own_smoothing != smoothing and not named:
+    if earlier_smoothing:
         differences.append((f"{SMOOTHING}{own_smoothing:g}", f"label smoothing {own_smoothing:g}"))
-    if own_width != width and not sized:
+    if earlier_width:
         differences.append((width_override(own_width), f"width {own_width[0]}"))
 
     def recipe(kept: list[tuple[str, str]]) -> str:
@@ -303,8 +307,8 @@ def nmt_contender(
     levers = [
         extra for extra in extras
         if not extra.startswith((PRECISION, DROPOUT))
-        and not (extra.startswith(SMOOTHING) and own_smoothing == smoothing)
-        and not (extra.startswith(WIDTH_OVERRIDES) and own_width == width)
+        and not (extra.startswith(SMOOTHING) and (own_smoothing == smoothing or earlier_smoothing))
+        and not (extra.startswith(WIDTH_OVERRIDES) and (own_width == width or earlier_width))
     ]
     if levers:
         return Contender(" + ".join([own, *levers]), own, " + ".join(levers))

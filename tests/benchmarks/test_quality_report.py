@@ -277,12 +277,15 @@ def test_label_smoothing_of_the_defaults_of_their_time_is_history_under_other_de
     )
     lever = contender({"contender": f"{cli} + module.label_smoothing=0.2", **today}, "auto", 0.0)
     assert lever == Contender(f"{NMT_DEFAULTS} + module.label_smoothing=0.2", NMT_DEFAULTS, "module.label_smoothing=0.2")
+    restored = {"contender": f"{cli} + module.label_smoothing=0.1", **today, "label_smoothing": 0.1}  # the earlier value, set by hand
+    assert contender(restored, "auto", 0.0) == Contender(smoothed, NMT_DEFAULTS, "module.label_smoothing=0.1")
 
 
 def test_the_width_of_the_defaults_of_their_time_is_history_under_a_narrower_default() -> None:
     """Rows that recorded no width ran with 256 and 1,024. Under those defaults a narrower model is
     a lever; under a default of 192 and 768 its rows (and rows that recorded that width) are the
-    defaults, the rows of 256 an earlier recipe, and another width a lever."""
+    defaults, the rows of 256 an earlier recipe (also where their own overrides set it, so one run of
+    that recipe has one name), and another width a lever."""
     contender = quality_report.nmt_contender
     cli = "nlp.train (transformer_mini)"
     today = {"precision": "bf16-mixed", "dropout": "auto", "min_dropout": 0.05, "label_smoothing": 0.1}
@@ -298,6 +301,10 @@ def test_the_width_of_the_defaults_of_their_time_is_history_under_a_narrower_def
     assert older == Contender(f"{wide}, float32", wide, "trainer.precision=32-true")
     rate = contender({"contender": f"{cli} + module.lr=3e-3", **today}, "auto", 0.1, narrow)
     assert rate == Contender(f"{wide} + module.lr=3e-3", wide, "module.lr=3e-3")
+    set_by_hand = {"contender": f"{cli} + model.dim=256 + model.ffn_dim=1024", **today, "dim": 256, "ffn_dim": 1024}
+    assert contender(set_by_hand, "auto", 0.1, narrow) == Contender(wide, NMT_DEFAULTS, "model.dim=256 + model.ffn_dim=1024")
+    by_hand_rate = {**set_by_hand, "contender": f"{cli} + model.dim=256 + model.ffn_dim=1024 + module.lr=3e-3"}
+    assert contender(by_hand_rate, "auto", 0.1, narrow) == Contender(f"{wide} + module.lr=3e-3", wide, "module.lr=3e-3")
     other = "model.dim=128 + model.ffn_dim=512"
     assert contender({"contender": f"{cli} + {other}", **today}, "auto", 0.1, narrow) == Contender(
         f"{NMT_DEFAULTS} + {other}", NMT_DEFAULTS, other

@@ -2,7 +2,7 @@
 from bulk integer draws), beside the product alone (the same tensor times a constant), in
 bfloat16 and float32.
 
-The activations are those of a feed-forward hidden layer 1,024 wide (``transformer_mini``'s before 768)
+The activations are those of a feed-forward hidden layer 1,024 wide (``transformer_mini``'s until it became 768)
 over a batch of 1,024 target tokens. All contenders alternate (A B C A B C ...), each reporting
 its median.
 

@@ -12,7 +12,8 @@ range. The vision CLI's rows are named by the recipe they trained with: the patc
 convolutional stem is the default since it was measured on four sets; rows recorded before carry
 ``stem: patch`` or ``+ model.stem=conv``) and the warmup cap (``budget.max_warmup_fraction``,
 recorded in each row since the cap of ``conf/vision.yaml`` moved from 0.1 to 0.3; rows without it
-ran with 0.1). The translation CLI's rows are named by their precision and their dropout (a row
+ran with 0.1) and Adam's beta2 (``module.betas``, recorded in each row since it moved from 0.999 to
+0.99; rows without it ran with 0.999 unless their overrides set it). The translation CLI's rows are named by their precision and their dropout (a row
 that recorded no ``dropout`` ran with 0.1, before ``model.dropout: auto``; an ``auto`` one that
 recorded no ``min_dropout`` switched its dropout on at any planned rate). A recipe other than
 today's defaults is either an earlier default (the history) or
@@ -33,7 +34,7 @@ from collections import defaultdict
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
-from functools import cached_property
+from functools import cached_property, partial
 from pathlib import Path
 from typing import Any
 
@@ -71,6 +72,9 @@ LEGACY_WIDTH = (256, 1024)  # transformer_mini's width and feed-forward when a r
 STEM = "model.stem="
 WARMUP_CAP = "budget.max_warmup_fraction="
 LEGACY_WARMUP_CAP = 0.1  # conf/vision.yaml's cap when a row did not record its own
+BETAS = "module.betas="
+BETA1 = 0.9  # the first moment's decay of every vision recipe; rows record only their beta2
+LEGACY_BETA2 = 0.999  # conf/vision.yaml's beta2 when a row did not record its own
 OTHER_MACHINE = "†"  # marks a lead whose two runs ran on different machines
 SESSION = timedelta(hours=3)  # runs closer than this on one machine ran in one session (its pace)
 # The budgets a user gives, in the tables and figures against the loop. A run bounded by optimizer
@@ -94,6 +98,7 @@ LEVER_NAMES = {
     "module.lr=4e-3": "The peak rate scaled with the batch (4e-3 instead of 2e-3)",
     "model.weight_init=mimetic": "Mimetic initialization of the attention weights",
     "module.betas=[0.9,0.99]": "Adam's second-moment decay at 0.99 instead of 0.999 (a shorter memory for a run of about a thousand steps)",
+    f"{BETAS}[{BETA1:g},{LEGACY_BETA2:g}]": "Adam's second-moment decay at 0.999 (AdamW's own) instead of 0.99",
     "trainer.precision=32-true": "Float32 instead of bf16 autocast",
     "model.dropout=0.1": "Dropout 0.1 at every budget instead of sized to the planned passes",
     f"model.dropout={AUTO_FROM_START}": "The auto dropout on at any rate the plan asks for, instead of from half its full rate",
@@ -141,6 +146,25 @@ def default_warmup_cap() -> float:
     return float(OmegaConf.load(CONF / "vision.yaml").budget.max_warmup_fraction)
 
 
+def default_beta2() -> float:
+    """Today's Adam beta2 (``module.betas``) of ``conf/vision.yaml``."""
+    return float(OmegaConf.load(CONF / "vision.yaml").module.betas[1])
+
+
+def betas_override(beta2: float) -> str:
+    """The override that sets a vision recipe's Adam betas: ``module.betas=[0.9,B]``."""
+    return f"{BETAS}[{BETA1:g},{beta2:g}]"
+
+
+def beta2_of(override: str) -> float | None:
+    """The beta2 that a ``module.betas=[0.9,B]`` override sets; None for any other override (a
+    first moment other than 0.9 is a lever)."""
+    if not override.startswith(BETAS):
+        return None
+    betas = OmegaConf.from_dotlist([override]).module.betas
+    return float(betas[1]) if len(betas) == 2 and float(betas[0]) == BETA1 else None
+
+
 def machine_name(env: Mapping[str, Any]) -> str:
     """The CPU model of a result's machine, trademarks dropped: 'Intel(R) Xeon(R) Processor' and
     'Intel Xeon' are one machine."""
@@ -183,15 +207,21 @@ def read_lines(paths: Iterable[Path], benchmark: str) -> list[dict[str, Any]]:
     return [result for _, result in results_of(paths, benchmark)]
 
 
-def recipe(stem: str, cap: float, default_cap: float) -> str:
-    """The defaults by their patch embedding, and by their warmup cap where it is not today's."""
+def recipe(stem: str, cap: float, beta2: float, default_cap: float, default_beta2: float) -> str:
+    """The defaults by their patch embedding, and by their warmup cap and beta2 where they are not
+    today's."""
     base = DEFAULTS if stem == "conv" else PATCH
-    return base if cap == default_cap else f"{base}, warmup cap {cap:g}"
+    changes = [f"warmup cap {cap:g}"] if cap != default_cap else []
+    changes += [f"beta2 {beta2:g}"] if beta2 != default_beta2 else []
+    return ", ".join([base, *changes])
 
 
-def vision_contender(row: Mapping[str, Any], settings: Mapping[str, Any], default_cap: float) -> Contender:
-    """The row's line in the tables: the loop, the defaults by their recipe (patch embedding and
-    warmup cap), or a lever under test (any other override) as ``<those defaults> + <overrides>``."""
+def vision_contender(
+    row: Mapping[str, Any], settings: Mapping[str, Any], default_cap: float, default_beta2: float = LEGACY_BETA2
+) -> Contender:
+    """The row's line in the tables: the loop, the defaults by their recipe (patch embedding, warmup
+    cap and beta2), or a lever under test (any other override) as ``<those defaults> + <overrides>``.
+    An earlier recipe is set against the one that differs from it in its newest change alone."""
     name = row["contender"]
     if name.startswith("plain timm loop"):
         return Contender(LOOP)
@@ -200,22 +230,29 @@ def vision_contender(row: Mapping[str, Any], settings: Mapping[str, Any], defaul
     stem = stems[-1] if stems else settings.get("model", {}).get("stem", "patch")
     caps = [float(extra[len(WARMUP_CAP) :]) for extra in extras if extra.startswith(WARMUP_CAP)]
     cap = float(row.get("max_warmup_fraction", caps[-1] if caps else LEGACY_WARMUP_CAP))
-    own = recipe(stem, cap, default_cap)
-    levers = [extra for extra in extras if not extra.startswith((STEM, WARMUP_CAP))]
+    set_betas = [beta2 for beta2 in map(beta2_of, extras) if beta2 is not None]
+    beta2 = float(row.get("beta2", set_betas[-1] if set_betas else LEGACY_BETA2))
+    today = partial(recipe, default_cap=default_cap, default_beta2=default_beta2)
+    own = today(stem, cap, beta2)
+    levers = [extra for extra in extras if not extra.startswith((STEM, WARMUP_CAP)) and beta2_of(extra) is None]
     if levers:
         return Contender(" + ".join([own, *levers]), own, " + ".join(levers))
     if stem != "conv":
-        return Contender(own, recipe("conv", cap, default_cap), f"{STEM}{stem}")
+        return Contender(own, today("conv", cap, beta2), f"{STEM}{stem}")
     if cap != default_cap:
-        return Contender(own, DEFAULTS, f"{WARMUP_CAP}{cap:g}")
+        return Contender(own, today("conv", default_cap, beta2), f"{WARMUP_CAP}{cap:g}")
+    if beta2 != default_beta2:
+        return Contender(own, DEFAULTS, betas_override(beta2))
     return Contender(DEFAULTS)
 
 
 def is_history(lever: str) -> bool:
-    """An earlier default (the patch embedding, the warmup cap, translation in float32 or with
-    dropout 0.1, an auto dropout without its minimum or with PyTorch's masks, a time budget cut
-    short by the default epoch bound, label smoothing 0.1, translation 256 wide), not an override under test."""
+    """An earlier default (the patch embedding, the warmup cap, vision's beta2 0.999, translation in
+    float32 or with dropout 0.1, an auto dropout without its minimum or with PyTorch's masks, a time
+    budget cut short by the default epoch bound, label smoothing 0.1, translation 256 wide), not an
+    override under test."""
     return lever.startswith((STEM, WARMUP_CAP)) or lever in (
+        betas_override(LEGACY_BETA2),
         f"{PRECISION}{FLOAT32}", f"{DROPOUT}{LEGACY_DROPOUT}", f"{DROPOUT}{AUTO_FROM_START}", f"{DROPOUT}{TORCH_MASKS}",
         f"{EPOCH_BOUND}{LEGACY_EPOCH_BOUND}", f"{SMOOTHING}{LEGACY_SMOOTHING:g}", width_override(LEGACY_WIDTH),
     )
@@ -231,13 +268,15 @@ def vision_data(row: Mapping[str, Any], settings: Mapping[str, Any]) -> str:
     return name
 
 
-def vision_runs(results: Iterable[Mapping[str, Any]], default_cap: float) -> list[Run]:
+def vision_runs(
+    results: Iterable[Mapping[str, Any]], default_cap: float, default_beta2: float = LEGACY_BETA2
+) -> list[Run]:
     """Every run of the lines, oldest first (:func:`latest` keeps each one's last)."""
     runs = []
     for result in results:
         settings = result.get("settings", {})
         for row in result["rows"]:
-            contender = vision_contender(row, settings, default_cap)
+            contender = vision_contender(row, settings, default_cap, default_beta2)
             rate = row.get("lr", settings.get("plain_loop", {}).get("lr")) if contender.name == LOOP else None
             run = Run(
                 vision_data(row, settings), length_of(row), int(row.get("seed", 0)), contender.name, 100 * row["test_acc"],
@@ -484,14 +523,15 @@ def measure(
     dropout: float | str | None = None,
     smoothing: float | None = None,
     width: tuple[int, int] | None = None,
+    beta2: float | None = None,
 ) -> Quality:
-    """The figures of the quality result files in ``results_dir``; ``default_cap``: today's vision
-    warmup cap (default: ``conf/vision.yaml``'s); ``dropout``, ``smoothing`` and ``width``: today's
+    """The figures of the quality result files in ``results_dir``; ``default_cap`` and ``beta2``:
+    today's vision warmup cap and Adam beta2 (default: ``conf/vision.yaml``'s); ``dropout``, ``smoothing`` and ``width``: today's
     translation dropout, label smoothing and width with feed-forward (default:
     ``conf/model/transformer_mini.yaml``'s, else ``conf/nlp.yaml``'s)."""
     cap = default_warmup_cap() if default_cap is None else default_cap
     lines = read_lines(sorted(results_dir.glob("quality_vision*.jsonl")), "quality_vision")
-    vision_every = vision_runs(lines, cap)
+    vision_every = vision_runs(lines, cap, default_beta2() if beta2 is None else beta2)
     vision_best = best_rate(latest(vision_every))
     nmt_lines = read_lines(sorted(results_dir.glob("quality_nmt*.jsonl")), "quality_nmt")
     nmt_every = nmt_runs(
@@ -697,10 +737,11 @@ def render(
     dropout: float | str | None = None,
     smoothing: float | None = None,
     width: tuple[int, int] | None = None,
+    beta2: float | None = None,
 ) -> str:
     """The page's Markdown; with ``figures_dir``, the figures are written there too.
-    ``default_cap``, ``dropout``, ``smoothing`` and ``width``: as :func:`measure` takes them."""
-    quality = measure(results_dir, default_cap, dropout, smoothing, width)
+    ``default_cap``, ``dropout``, ``smoothing``, ``width`` and ``beta2``: as :func:`measure` takes them."""
+    quality = measure(results_dir, default_cap, dropout, smoothing, width, beta2)
     vision, nmt = quality.vision, quality.nmt
     if figures_dir is not None:
         if vision:

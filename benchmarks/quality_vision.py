@@ -131,7 +131,8 @@ def run_cli(
 ) -> dict[str, float]:
     """``python -m vision.train`` on the image folder for ``epochs`` (or, given ``minutes``, for
     that wall-clock time: ``trainer.max_time``, no epoch bound); its ``metrics.json`` figures, the
-    training batch it chose, the warmup cap its config held and the precision it trained in."""
+    training batch it chose, the warmup cap and Adam's beta2 its config held and the precision it
+    trained in."""
     if minutes is None:
         budget = [f"trainer.max_epochs={epochs}"]
     else:
@@ -142,12 +143,14 @@ def run_cli(
         run_dir,
         threads,
     )
+    config = OmegaConf.load(run_dir / ".hydra" / "config.yaml")
     return {
         "test_acc": metrics["test/acc"], "train_seconds": metrics["fit_seconds"], "wall_seconds": wall,
         "images_per_second": metrics["train_samples_per_second"],
         "batch": train_batch(run_dir),
         "steps": metrics["optimizer_steps"],
-        "max_warmup_fraction": float(OmegaConf.load(run_dir / ".hydra" / "config.yaml").budget.max_warmup_fraction),
+        "max_warmup_fraction": float(config.budget.max_warmup_fraction),
+        "beta2": float(config.module.betas[1]),
         "precision": cli_precision(overrides, "cuda" if torch.cuda.is_available() else "cpu"),  # as the Trainer picks
     }
 

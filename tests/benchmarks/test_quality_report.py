@@ -14,6 +14,7 @@ from benchmarks.quality_report import DEFAULTS, LOOP, NMT_DEFAULTS, NMT_LOOP, PA
 
 NMT_FLOAT32 = f"{NMT_DEFAULTS}, float32"
 WIDE = quality_report.LEGACY_WIDTH  # the width of rows that record none
+BETA2 = quality_report.LEGACY_BETA2  # the vision beta2 of rows that record none
 
 
 def vision_line(time: str, rows: list[dict], stem: str = "patch") -> str:
@@ -60,7 +61,7 @@ def cells_of(page: str, start: str) -> list[str]:
 
 def test_tables_take_the_latest_run_the_loops_best_rate_and_the_mean_of_seeds(tmp_path: Path) -> None:
     write_results(tmp_path / "results")
-    page = quality_report.render(tmp_path / "results", tmp_path / "figures", default_cap=0.1, dropout=0.1, width=WIDE)  # the lines'
+    page = quality_report.render(tmp_path / "results", tmp_path / "figures", default_cap=0.1, dropout=0.1, width=WIDE, beta2=BETA2)  # the lines'
     cells = cells_of(page, "| glyphs | 3 epochs |")
     assert cells[2] == "25.0"  # the loop's best of its rates 1e-3, 2e-3, 4e-3
     assert cells[3] == "50.0 (40.0-60.0, 2 seeds)"  # conv stem: the override of seed 0, the default of seed 1
@@ -84,12 +85,12 @@ def test_a_lead_between_two_machines_is_marked_and_has_no_speed_ratio(tmp_path: 
         ("2026-01-01T00:00:00", "vision.train defaults", 0.5), ("2026-01-01T00:00:01", "plain timm loop", 0.2))]
     lines[0]["env"]["cpu"], lines[1]["env"]["cpu"] = "Intel(R) Xeon(R) Processor", "AMD EPYC"
     (folder / "quality_vision.jsonl").write_text("".join(json.dumps(line) + "\n" for line in lines))
-    page = quality_report.render(folder, None, default_cap=0.1)
+    page = quality_report.render(folder, None, default_cap=0.1, beta2=BETA2)
     assert cells_of(page, "| glyphs | 3 epochs |")[4:] == ["+30.0†", "-"]
     assert "† the loop's run and the defaults' ran on different machines." in page
     lines[1]["env"]["cpu"] = "Intel Xeon"  # the same machine, named without its trademarks
     (folder / "quality_vision.jsonl").write_text("".join(json.dumps(line) + "\n" for line in lines))
-    assert cells_of(quality_report.render(folder, None, default_cap=0.1), "| glyphs | 3 epochs |")[4:] == ["+30.0", "1.00x"]
+    assert cells_of(quality_report.render(folder, None, default_cap=0.1, beta2=BETA2), "| glyphs | 3 epochs |")[4:] == ["+30.0", "1.00x"]
 
 
 def test_contenders_are_named_by_their_patch_embedding() -> None:
@@ -122,6 +123,27 @@ def test_contenders_are_named_by_their_warmup_cap_and_set_against_the_defaults_t
     assert patch == Contender(f"{PATCH}, warmup cap 0.1", f"{DEFAULTS}, warmup cap 0.1", "model.stem=patch")
 
 
+def test_contenders_are_named_by_their_beta2_set_by_a_row_or_by_its_overrides() -> None:
+    conv = {"model": {"stem": "conv"}}
+    contender = functools.partial(quality_report.vision_contender, default_cap=0.3, default_beta2=0.99)
+    assert contender({"contender": "vision.train defaults", "max_warmup_fraction": 0.3, "beta2": 0.99}, conv) == Contender(DEFAULTS)
+    before = contender({"contender": "vision.train defaults", "max_warmup_fraction": 0.3}, conv)  # no beta2 recorded: 0.999
+    assert before == Contender(f"{DEFAULTS}, beta2 0.999", DEFAULTS, "module.betas=[0.9,0.999]")
+    assert quality_report.is_history(before.lever) and not quality_report.is_history("module.betas=[0.9,0.95]")
+    # the lever that became the default is the default, whether the row recorded its beta2 or not
+    lever = {"contender": "vision.train defaults + module.betas=[0.9,0.99]", "max_warmup_fraction": 0.3}
+    assert contender(lever, conv) == Contender(DEFAULTS)
+    assert contender({**lever, "beta2": 0.99}, conv) == Contender(DEFAULTS)
+    # another beta2, or another beta1, stays a lever of the defaults of its time
+    other = contender({"contender": "vision.train defaults + module.betas=[0.9,0.95]", "max_warmup_fraction": 0.3}, conv)
+    assert other == Contender(f"{DEFAULTS}, beta2 0.95", DEFAULTS, "module.betas=[0.9,0.95]")
+    beta1 = contender({"contender": "vision.train defaults + module.betas=[0.8,0.99]", "max_warmup_fraction": 0.3}, conv)
+    assert beta1 == Contender(f"{DEFAULTS}, beta2 0.999 + module.betas=[0.8,0.99]", f"{DEFAULTS}, beta2 0.999", "module.betas=[0.8,0.99]")
+    # an earlier recipe is set against the one that differs in its newest change alone
+    older = contender({"contender": "vision.train defaults"}, conv)
+    assert older == Contender(f"{DEFAULTS}, warmup cap 0.1, beta2 0.999", f"{DEFAULTS}, beta2 0.999", "budget.max_warmup_fraction=0.1")
+
+
 def test_the_defaults_before_a_change_of_recipe_are_a_lever_of_todays(tmp_path: Path) -> None:
     folder = tmp_path / "results"
     folder.mkdir()
@@ -131,7 +153,7 @@ def test_the_defaults_before_a_change_of_recipe_are_a_lever_of_todays(tmp_path: 
         vision_line("2026-01-02T00:00:00", [row("vision.train defaults", 0.70, max_warmup_fraction=0.3)], stem="conv"),
         vision_line("2026-01-02T00:00:01", [row("plain timm loop", 0.20, lr=0.002)]),
     ]) + "\n")
-    page = quality_report.render(folder, None, default_cap=0.3)
+    page = quality_report.render(folder, None, default_cap=0.3, beta2=BETA2)
     assert cells_of(page, "| glyphs | 3 epochs |")[2:] == ["20.0", "70.0", "+50.0", "1.00x"]
     assert "(`budget.max_warmup_fraction=0.1`), against today's defaults:\n" \
         "    - glyphs, 3 epochs: 40.0 against 70.0 (-30.0)" in page  # on seed 0, the only seed today's defaults have

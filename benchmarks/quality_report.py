@@ -97,7 +97,6 @@ LEVER_NAMES = {
     f"{SMOOTHING}{LEGACY_SMOOTHING:g}": "Label smoothing 0.1 (Section 5.4) instead of hard targets",
     "module.lr=4e-3": "The peak rate scaled with the batch (4e-3 instead of 2e-3)",
     "model.weight_init=mimetic": "Mimetic initialization of the attention weights",
-    "module.betas=[0.9,0.99]": "Adam's second-moment decay at 0.99 instead of 0.999 (a shorter memory for a run of about a thousand steps)",
     f"{BETAS}[{BETA1:g},{LEGACY_BETA2:g}]": "Adam's second-moment decay at 0.999 (AdamW's own) instead of 0.99",
     "trainer.precision=32-true": "Float32 instead of bf16 autocast",
     "model.dropout=0.1": "Dropout 0.1 at every budget instead of sized to the planned passes",

@@ -75,7 +75,7 @@ class ImageClassifier(FollowsThePlan, LightningModule):
         lr: peak AdamW learning rate (after warmup).
         weight_decay: AdamW decoupled weight decay; norms, biases, ``pos_embed`` and
             ``cls_token`` are exempt.
-        betas: AdamW betas.
+        betas: AdamW betas (beta2 0.99: a memory of about 100 steps, which short runs need).
         warmup_epochs: linear warmup length in epochs (fractions allowed).
         min_lr_ratio: final learning rate of the cosine decay, relative to ``lr``.
         label_smoothing: target smoothing epsilon (Szegedy et al. 2016).
@@ -107,7 +107,7 @@ class ImageClassifier(FollowsThePlan, LightningModule):
         crop_pct: float = 1.0,
         lr: float = 2e-3,
         weight_decay: float = 0.05,
-        betas: Sequence[float] = (0.9, 0.999),
+        betas: Sequence[float] = (0.9, 0.99),
         warmup_epochs: float = 10.0,
         min_lr_ratio: float = 0.01,
         label_smoothing: float = 0.1,

@@ -13,9 +13,10 @@ convolutional stem is the default since it was measured on four sets; rows recor
 ``stem: patch`` or ``+ model.stem=conv``) and the warmup cap (``budget.max_warmup_fraction``,
 recorded in each row since the cap of ``conf/vision.yaml`` moved from 0.1 to 0.3; rows without it
 ran with 0.1) and Adam's beta2 (``module.betas``, recorded in each row since it moved from 0.999 to
-0.99; rows without it ran with 0.999 unless their overrides set it). The translation CLI's rows are named by their precision and their dropout (a row
-that recorded no ``dropout`` ran with 0.1, before ``model.dropout: auto``; an ``auto`` one that
-recorded no ``min_dropout`` switched its dropout on at any planned rate). A recipe other than
+0.99; rows without it ran with 0.999 unless their overrides set it). The translation CLI's rows
+are named by their precision and their dropout (a row that recorded no ``dropout`` ran with 0.1,
+before ``model.dropout: auto``; an ``auto`` one that recorded no ``min_dropout`` switched its
+dropout on at any planned rate). A recipe other than
 today's defaults is either an earlier default (the history) or
 a lever (an override under test); each is set against the defaults it changes, on the seeds both
 have, and told in words under the one table of today's defaults against the loop. Its latest run is
@@ -140,14 +141,10 @@ def width_override(width: tuple[int, int]) -> str:
     return " + ".join(f"{override}{size}" for override, size in zip(WIDTH_OVERRIDES, width))
 
 
-def default_warmup_cap() -> float:
-    """Today's ``budget.max_warmup_fraction`` of ``conf/vision.yaml``."""
-    return float(OmegaConf.load(CONF / "vision.yaml").budget.max_warmup_fraction)
-
-
-def default_beta2() -> float:
-    """Today's Adam beta2 (``module.betas``) of ``conf/vision.yaml``."""
-    return float(OmegaConf.load(CONF / "vision.yaml").module.betas[1])
+def vision_defaults() -> tuple[float, float]:
+    """Today's ``budget.max_warmup_fraction`` and Adam beta2 (``module.betas``) of ``conf/vision.yaml``."""
+    config = OmegaConf.load(CONF / "vision.yaml")
+    return float(config.budget.max_warmup_fraction), float(config.module.betas[1])
 
 
 def betas_override(beta2: float) -> str:
@@ -229,11 +226,11 @@ def vision_contender(
     stem = stems[-1] if stems else settings.get("model", {}).get("stem", "patch")
     caps = [float(extra[len(WARMUP_CAP) :]) for extra in extras if extra.startswith(WARMUP_CAP)]
     cap = float(row.get("max_warmup_fraction", caps[-1] if caps else LEGACY_WARMUP_CAP))
-    set_betas = [beta2 for beta2 in map(beta2_of, extras) if beta2 is not None]
-    beta2 = float(row.get("beta2", set_betas[-1] if set_betas else LEGACY_BETA2))
+    set_betas = {extra: beta2 for extra in extras if (beta2 := beta2_of(extra)) is not None}
+    beta2 = float(row.get("beta2", next(reversed(set_betas.values()), LEGACY_BETA2)))  # the last one set
     today = partial(recipe, default_cap=default_cap, default_beta2=default_beta2)
     own = today(stem, cap, beta2)
-    levers = [extra for extra in extras if not extra.startswith((STEM, WARMUP_CAP)) and beta2_of(extra) is None]
+    levers = [extra for extra in extras if not extra.startswith((STEM, WARMUP_CAP)) and extra not in set_betas]
     if levers:
         return Contender(" + ".join([own, *levers]), own, " + ".join(levers))
     if stem != "conv":
@@ -525,12 +522,14 @@ def measure(
     beta2: float | None = None,
 ) -> Quality:
     """The figures of the quality result files in ``results_dir``; ``default_cap`` and ``beta2``:
-    today's vision warmup cap and Adam beta2 (default: ``conf/vision.yaml``'s); ``dropout``, ``smoothing`` and ``width``: today's
-    translation dropout, label smoothing and width with feed-forward (default:
-    ``conf/model/transformer_mini.yaml``'s, else ``conf/nlp.yaml``'s)."""
-    cap = default_warmup_cap() if default_cap is None else default_cap
+    today's vision warmup cap and Adam beta2 (default: ``conf/vision.yaml``'s); ``dropout``,
+    ``smoothing`` and ``width``: today's translation dropout, label smoothing and width with
+    feed-forward (default: ``conf/model/transformer_mini.yaml``'s, else ``conf/nlp.yaml``'s)."""
+    today_cap, today_beta2 = vision_defaults()
     lines = read_lines(sorted(results_dir.glob("quality_vision*.jsonl")), "quality_vision")
-    vision_every = vision_runs(lines, cap, default_beta2() if beta2 is None else beta2)
+    vision_every = vision_runs(
+        lines, today_cap if default_cap is None else default_cap, today_beta2 if beta2 is None else beta2
+    )
     vision_best = best_rate(latest(vision_every))
     nmt_lines = read_lines(sorted(results_dir.glob("quality_nmt*.jsonl")), "quality_nmt")
     nmt_every = nmt_runs(

@@ -38,7 +38,7 @@ from vision.constraints import (
 from vision.recipe import crop_for
 
 RULES: tuple[Rule, ...] = (
-    Rule(("model.img_size", "model.patch_size", "model.in_chans", "model.depth"), POSITIVE_INT),
+    Rule(("model.img_size", "model.patch_size", "model.in_chans", "model.depth", "model.stem_convs"), POSITIVE_INT),
     Rule(("model.mlp_ratio", "model.norm_eps"), POSITIVE),
     Rule(("model.layer_scale",), optional(POSITIVE)),
     Rule(("model.drop_path",), or_auto(FRACTION)),

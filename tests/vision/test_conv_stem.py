@@ -12,17 +12,21 @@ from vision.model.conv_stem import ConvStem
 from vision.model.patch_embed import PatchEmbed
 
 
-def test_conv_stem_is_strided_convs_with_batch_norm_and_relu_then_a_projection() -> None:
+@pytest.mark.parametrize(("convs_per_stage", "strides"), [(1, [2, 2]), (2, [2, 1, 2, 1]), (3, [2, 1, 1, 2, 1, 1])])
+def test_conv_stem_is_strided_convs_with_batch_norm_and_relu_then_a_projection(
+    convs_per_stage: int, strides: list[int]
+) -> None:
     torch.manual_seed(0)
-    stem = ConvStem(32, 4, 3, 64).eval()
+    stem = ConvStem(32, 4, 3, 64, convs_per_stage=convs_per_stage).eval()
     for module in stem.modules():  # running statistics other than the defaults, so eval mode uses them
         if isinstance(module, torch.nn.BatchNorm2d):
             module.running_mean.uniform_(-1, 1)
             module.running_var.uniform_(0.5, 2)
     x = torch.randn(2, 3, 32, 32)
     expected = x
-    for conv, norm, _ in stem.stem:
-        expected = F.conv2d(expected, conv.weight, stride=2, padding=1)
+    assert len(stem.stem) == len(strides)
+    for (conv, norm, _), stride in zip(stem.stem, strides):
+        expected = F.conv2d(expected, conv.weight, stride=stride, padding=1)
         expected = F.batch_norm(expected, norm.running_mean, norm.running_var, norm.weight, norm.bias, eps=norm.eps)
         expected = F.relu(expected)
     expected = F.conv2d(expected, stem.proj.weight, stem.proj.bias)  # (B, D, 8, 8)
@@ -58,6 +62,8 @@ def test_a_vit_with_a_conv_stem_trains_a_step() -> None:
 def test_bad_stems_are_refused() -> None:
     with pytest.raises(ValueError, match="power of two"):
         ConvStem(30, 6, 3, 32)
+    with pytest.raises(ValueError, match="model.stem_convs"):
+        ConvStem(32, 4, 3, 32, convs_per_stage=0)
     with pytest.raises(ValueError, match="stem"):
         VisionTransformer(img_size=16, patch_size=4, dim=32, depth=1, num_heads=2, stem="resnet")
 

@@ -64,6 +64,8 @@ class VisionTransformer(nn.Module):
             :class:`vision.model.conv_stem.ConvStem`, Xiao et al. 2021: ahead of the linear
             embedding from scratch on every set measured, docs/decisions.md) or ``patch`` (Eq. 1's
             linear patch embedding; timm's, needed for timm weights).
+        stem_convs: 3x3 convolutions per halving of the grid in the convolutional stem, the first
+            of stride 2 and the rest of stride 1 (1: Xiao et al.'s stem).
         locality: Locality Self-Attention (Lee, Lee and Song 2021) in every layer: a learned
             temperature per head and each token's own key masked (:class:`core.MultiHeadAttention`).
     """
@@ -91,6 +93,7 @@ class VisionTransformer(nn.Module):
         weight_init: str = "timm",
         stem: str = "conv",
         locality: bool = False,
+        stem_convs: int = 1,
     ) -> None:
         super().__init__()
         require_pool(pool, pos_embed, class_token)
@@ -101,8 +104,10 @@ class VisionTransformer(nn.Module):
         self.pool = pool
         self.pos_embed_kind = pos_embed
         self.num_prefix_tokens = 1 if class_token else 0
-        embedding = ConvStem if stem == "conv" else PatchEmbed
-        self.patch_embed = embedding(img_size, patch_size, in_chans, dim, dynamic_img_size)
+        if stem == "conv":
+            self.patch_embed = ConvStem(img_size, patch_size, in_chans, dim, dynamic_img_size, stem_convs)
+        else:
+            self.patch_embed = PatchEmbed(img_size, patch_size, in_chans, dim, dynamic_img_size)
         self.cls_token = nn.Parameter(torch.zeros(1, 1, dim)) if class_token else None
         num_positions = self.num_prefix_tokens + self.patch_embed.num_patches
         if pos_embed == "learned":

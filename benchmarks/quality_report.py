@@ -8,12 +8,15 @@ quality scripts append with ``--append``; the tuning logs, which have another fo
 For each run (data set or corpus, budget, seed, contender) the latest line wins, so a re-run
 replaces its earlier figure and the history stays in the files. The plain loop's figure at a budget
 is its best peak rate there ("best of the rates tried"); figures are means over seeds with their
-range. The vision CLI's rows are named by the recipe they trained with: the patch embedding (the
+range. The vision CLI's rows are named by the recipe they trained with: the value of each
+default that changed (:data:`VISION_SETTINGS`, oldest change first): the patch embedding (the
 convolutional stem is the default since it was measured on four sets; rows recorded before carry
-``stem: patch`` or ``+ model.stem=conv``) and the warmup cap (``budget.max_warmup_fraction``,
+``stem: patch`` or ``+ model.stem=conv``), the warmup cap (``budget.max_warmup_fraction``,
 recorded in each row since the cap of ``conf/vision.yaml`` moved from 0.1 to 0.3; rows without it
-ran with 0.1) and Adam's beta2 (``module.betas``, recorded in each row since it moved from 0.999 to
-0.99; rows without it ran with 0.999 unless their overrides set it). The translation CLI's rows
+ran with 0.1), Adam's beta2 (``module.betas``, recorded since it moved from 0.999 to 0.99; rows
+without it ran with 0.999 unless their overrides set it) and the stem's convolutions per stage
+(``model.stem_convs``, recorded since it exists; rows without it ran with 1 unless their overrides
+set it). The translation CLI's rows
 are named by their precision and their dropout (a row that recorded no ``dropout`` ran with 0.1,
 before ``model.dropout: auto``; an ``auto`` one that recorded no ``min_dropout`` switched its
 dropout on at any planned rate). A recipe other than
@@ -32,10 +35,10 @@ import re
 import statistics
 import sys
 from collections import defaultdict
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
-from functools import cached_property, partial
+from functools import cached_property
 from pathlib import Path
 from typing import Any
 
@@ -70,12 +73,8 @@ LEGACY_SMOOTHING = 0.1  # conf/nlp.yaml's label smoothing when a row did not rec
 WIDTH = ("dim", "ffn_dim")  # the model settings of a translation model's width, as its rows record them
 WIDTH_OVERRIDES = tuple(f"model.{key}=" for key in WIDTH)
 LEGACY_WIDTH = (256, 1024)  # transformer_mini's width and feed-forward when a row did not record its own
-STEM = "model.stem="
-WARMUP_CAP = "budget.max_warmup_fraction="
-LEGACY_WARMUP_CAP = 0.1  # conf/vision.yaml's cap when a row did not record its own
 BETAS = "module.betas="
 BETA1 = 0.9  # the first moment's decay of every vision recipe; rows record only their beta2
-LEGACY_BETA2 = 0.999  # conf/vision.yaml's beta2 when a row did not record its own
 OTHER_MACHINE = "†"  # marks a lead whose two runs ran on different machines
 SESSION = timedelta(hours=3)  # runs closer than this on one machine ran in one session (its pace)
 # The budgets a user gives, in the tables and figures against the loop. A run bounded by optimizer
@@ -98,7 +97,7 @@ LEVER_NAMES = {
     f"{SMOOTHING}{LEGACY_SMOOTHING:g}": "Label smoothing 0.1 (Section 5.4) instead of hard targets",
     "module.lr=4e-3": "The peak rate scaled with the batch (4e-3 instead of 2e-3)",
     "model.weight_init=mimetic": "Mimetic initialization of the attention weights",
-    f"{BETAS}[{BETA1:g},{LEGACY_BETA2:g}]": "Adam's second-moment decay at 0.999 (AdamW's own) instead of 0.99",
+    f"{BETAS}[{BETA1:g},0.999]": "Adam's second-moment decay at 0.999 (AdamW's own) instead of 0.99",
     "trainer.precision=32-true": "Float32 instead of bf16 autocast",
     "model.dropout=0.1": "Dropout 0.1 at every budget instead of sized to the planned passes",
     f"model.dropout={AUTO_FROM_START}": "The auto dropout on at any rate the plan asks for, instead of from half its full rate",
@@ -108,6 +107,8 @@ LEVER_NAMES = {
     "module.cooldown_fraction=0.5": "The linear fall to zero over the last half of the budget instead of the last fifth",
     "model.pool=mean": "Global average pooling of the patch tokens instead of the class token",
     "module.min_lr_ratio=0": "The cosine schedule ending at zero at the last step instead of at 1% of the peak",
+    "model.stem_convs=2": "A deeper convolutional stem: a stride-1 3x3 convolution after each stride-2 one",
+    "model.stem_convs=1": "The convolutional stem of Xiao et al.: its stride-2 convolutions alone, no stride-1 one",
     "model.locality=true": "Locality Self-Attention (Lee et al. 2021): a learned temperature, each token's own key masked",
     "model.pool=seq + model.class_token=false":
         "Sequence pooling (CCT, Hassani et al. 2021): the patch tokens weighted by a learned softmax, no class token",
@@ -141,12 +142,6 @@ def width_override(width: tuple[int, int]) -> str:
     return " + ".join(f"{override}{size}" for override, size in zip(WIDTH_OVERRIDES, width))
 
 
-def vision_defaults() -> tuple[float, float]:
-    """Today's ``budget.max_warmup_fraction`` and Adam beta2 (``module.betas``) of ``conf/vision.yaml``."""
-    config = OmegaConf.load(CONF / "vision.yaml")
-    return float(config.budget.max_warmup_fraction), float(config.module.betas[1])
-
-
 def betas_override(beta2: float) -> str:
     """The override that sets a vision recipe's Adam betas: ``module.betas=[0.9,B]``."""
     return f"{BETAS}[{BETA1:g},{beta2:g}]"
@@ -159,6 +154,72 @@ def beta2_of(override: str) -> float | None:
         return None
     betas = OmegaConf.from_dotlist([override]).module.betas
     return float(betas[1]) if len(betas) == 2 and float(betas[0]) == BETA1 else None
+
+
+def prefixed(prefix: str, parse: Callable[[str], Any]) -> Callable[[str], Any]:
+    """The value an override ``<prefix><value>`` sets, parsed; None for any other override."""
+    return lambda override: parse(override[len(prefix) :]) if override.startswith(prefix) else None
+
+
+@dataclass(frozen=True)
+class Setting:
+    """A vision default that changed: what a row of the defaults trained with, how an override
+    sets it, its value before the change (``legacy``, of rows that recorded none), how the name
+    of a recipe with another value says it (``words``), and where today's value lives in the
+    composed config (``config_path``). ``only_with``: the setting exists only where another has
+    that value (the stem's convolutions, with the convolutional stem)."""
+
+    key: str
+    legacy: Any
+    config_path: str
+    parse: Callable[[str], Any]
+    override: Callable[[Any], str]
+    words: Callable[[Any], str]
+    only_with: tuple[str, Any] | None = None
+
+    def value(self, row: Mapping[str, Any], extras: list[str], settings: Mapping[str, Any]) -> Any:
+        """The row's value: recorded in the row, else set by its last override, else recorded in
+        the run's model settings, else the legacy one."""
+        if self.key in row:
+            return type(self.legacy)(row[self.key])
+        set_by = [value for extra in extras if (value := self.parse(extra)) is not None]
+        if set_by:
+            return set_by[-1]
+        return settings.get("model", {}).get(self.key, self.legacy)
+
+    def differs(self, values: Mapping[str, Any], today: Mapping[str, Any]) -> bool:
+        """Whether a recipe's ``values`` hold another value of this setting than ``today``'s (a
+        setting that does not exist in the recipe does not differ)."""
+        exists = self.only_with is None or values[self.only_with[0]] == self.only_with[1]
+        return exists and values[self.key] != today[self.key]
+
+
+# The vision recipe's changed defaults, oldest change first.
+VISION_SETTINGS = (
+    Setting(
+        "stem", "patch", "model.stem", prefixed("model.stem=", str), lambda stem: f"model.stem={stem}",
+        lambda stem: "linear patch embedding" if stem == "patch" else f"stem {stem}",
+    ),
+    Setting(
+        "max_warmup_fraction", 0.1, "budget.max_warmup_fraction", prefixed("budget.max_warmup_fraction=", float),
+        lambda cap: f"budget.max_warmup_fraction={cap:g}", lambda cap: f"warmup cap {cap:g}",
+    ),
+    Setting("beta2", 0.999, "module.betas.1", beta2_of, betas_override, lambda beta2: f"beta2 {beta2:g}"),
+    Setting(
+        "stem_convs", 1, "model.stem_convs", prefixed("model.stem_convs=", int), lambda convs: f"model.stem_convs={convs}",
+        lambda convs: f"{convs} stem convolution{'s' if convs > 1 else ''} per stage", only_with=("stem", "conv"),
+    ),
+)
+LEGACY_VISION = {setting.key: setting.legacy for setting in VISION_SETTINGS}
+
+
+def vision_defaults() -> dict[str, Any]:
+    """Today's value of each :data:`VISION_SETTINGS` in the config ``python -m vision.train``
+    composes (``conf/vision.yaml`` and its default model preset)."""
+    config = OmegaConf.load(CONF / "vision.yaml")
+    preset = next(entry["model"] for entry in config.defaults if isinstance(entry, Mapping) and "model" in entry)
+    config = OmegaConf.merge(config, OmegaConf.load(CONF / "model" / f"{preset}.yaml"))
+    return {setting.key: OmegaConf.select(config, setting.config_path) for setting in VISION_SETTINGS}
 
 
 def machine_name(env: Mapping[str, Any]) -> str:
@@ -203,52 +264,40 @@ def read_lines(paths: Iterable[Path], benchmark: str) -> list[dict[str, Any]]:
     return [result for _, result in results_of(paths, benchmark)]
 
 
-def recipe(stem: str, cap: float, beta2: float, default_cap: float, default_beta2: float) -> str:
-    """The defaults by their patch embedding, and by their warmup cap and beta2 where they are not
-    today's."""
-    base = DEFAULTS if stem == "conv" else PATCH
-    changes = [f"warmup cap {cap:g}"] if cap != default_cap else []
-    changes += [f"beta2 {beta2:g}"] if beta2 != default_beta2 else []
-    return ", ".join([base, *changes])
+def recipe(values: Mapping[str, Any], today: Mapping[str, Any]) -> str:
+    """The defaults named by each setting whose value is not today's, oldest change first."""
+    changes = [setting.words(values[setting.key]) for setting in VISION_SETTINGS if setting.differs(values, today)]
+    return ", ".join([DEFAULTS, *changes])
 
 
-def vision_contender(
-    row: Mapping[str, Any], settings: Mapping[str, Any], default_cap: float, default_beta2: float = LEGACY_BETA2
-) -> Contender:
-    """The row's line in the tables: the loop, the defaults by their recipe (patch embedding, warmup
-    cap and beta2), or a lever under test (any other override) as ``<those defaults> + <overrides>``.
-    An earlier recipe is set against the one that differs from it in its newest change alone."""
+def vision_contender(row: Mapping[str, Any], settings: Mapping[str, Any], today: Mapping[str, Any]) -> Contender:
+    """The row's line in the tables: the loop, the defaults by their recipe (the value of each of
+    :data:`VISION_SETTINGS`; ``today``: today's values), or a lever under test (any other
+    override) as ``<those defaults> + <overrides>``. An earlier recipe is set against the one that
+    differs from it in its oldest differing setting alone: the recipe that followed it."""
     name = row["contender"]
     if name.startswith("plain timm loop"):
         return Contender(LOOP)
     extras = [part.strip() for part in name.split(" + ")[1:]]
-    stems = [extra[len(STEM) :] for extra in extras if extra.startswith(STEM)]
-    stem = stems[-1] if stems else settings.get("model", {}).get("stem", "patch")
-    caps = [float(extra[len(WARMUP_CAP) :]) for extra in extras if extra.startswith(WARMUP_CAP)]
-    cap = float(row.get("max_warmup_fraction", caps[-1] if caps else LEGACY_WARMUP_CAP))
-    set_betas = {extra: beta2 for extra in extras if (beta2 := beta2_of(extra)) is not None}
-    beta2 = float(row.get("beta2", next(reversed(set_betas.values()), LEGACY_BETA2)))  # the last one set
-    today = partial(recipe, default_cap=default_cap, default_beta2=default_beta2)
-    own = today(stem, cap, beta2)
-    levers = [extra for extra in extras if not extra.startswith((STEM, WARMUP_CAP)) and extra not in set_betas]
+    values = {setting.key: setting.value(row, extras, settings) for setting in VISION_SETTINGS}
+    own = recipe(values, today)
+    levers = [extra for extra in extras if all(setting.parse(extra) is None for setting in VISION_SETTINGS)]
     if levers:
         return Contender(" + ".join([own, *levers]), own, " + ".join(levers))
-    if stem != "conv":
-        return Contender(own, today("conv", cap, beta2), f"{STEM}{stem}")
-    if cap != default_cap:
-        return Contender(own, today("conv", default_cap, beta2), f"{WARMUP_CAP}{cap:g}")
-    if beta2 != default_beta2:
-        return Contender(own, DEFAULTS, betas_override(beta2))
+    for setting in VISION_SETTINGS:
+        if setting.differs(values, today):
+            base = recipe({**values, setting.key: today[setting.key]}, today)
+            return Contender(own, base, setting.override(values[setting.key]))
     return Contender(DEFAULTS)
 
 
 def is_history(lever: str) -> bool:
-    """An earlier default (the patch embedding, the warmup cap, vision's beta2 0.999, translation in
-    float32 or with dropout 0.1, an auto dropout without its minimum or with PyTorch's masks, a time
-    budget cut short by the default epoch bound, label smoothing 0.1, translation 256 wide), not an
-    override under test."""
-    return lever.startswith((STEM, WARMUP_CAP)) or lever in (
-        betas_override(LEGACY_BETA2),
+    """An earlier default (vision's earlier patch embedding, warmup cap, beta2 and stem; translation
+    in float32 or with dropout 0.1, an auto dropout without its minimum or with PyTorch's masks, a
+    time budget cut short by the default epoch bound, label smoothing 0.1, translation 256 wide),
+    not an override under test."""
+    return lever in (
+        *(setting.override(setting.legacy) for setting in VISION_SETTINGS),
         f"{PRECISION}{FLOAT32}", f"{DROPOUT}{LEGACY_DROPOUT}", f"{DROPOUT}{AUTO_FROM_START}", f"{DROPOUT}{TORCH_MASKS}",
         f"{EPOCH_BOUND}{LEGACY_EPOCH_BOUND}", f"{SMOOTHING}{LEGACY_SMOOTHING:g}", width_override(LEGACY_WIDTH),
     )
@@ -264,15 +313,13 @@ def vision_data(row: Mapping[str, Any], settings: Mapping[str, Any]) -> str:
     return name
 
 
-def vision_runs(
-    results: Iterable[Mapping[str, Any]], default_cap: float, default_beta2: float = LEGACY_BETA2
-) -> list[Run]:
+def vision_runs(results: Iterable[Mapping[str, Any]], today: Mapping[str, Any]) -> list[Run]:
     """Every run of the lines, oldest first (:func:`latest` keeps each one's last)."""
     runs = []
     for result in results:
         settings = result.get("settings", {})
         for row in result["rows"]:
-            contender = vision_contender(row, settings, default_cap, default_beta2)
+            contender = vision_contender(row, settings, today)
             rate = row.get("lr", settings.get("plain_loop", {}).get("lr")) if contender.name == LOOP else None
             run = Run(
                 vision_data(row, settings), length_of(row), int(row.get("seed", 0)), contender.name, 100 * row["test_acc"],
@@ -515,21 +562,17 @@ class Quality:
 
 def measure(
     results_dir: Path,
-    default_cap: float | None = None,
+    vision: Mapping[str, Any] | None = None,
     dropout: float | str | None = None,
     smoothing: float | None = None,
     width: tuple[int, int] | None = None,
-    beta2: float | None = None,
 ) -> Quality:
-    """The figures of the quality result files in ``results_dir``; ``default_cap`` and ``beta2``:
-    today's vision warmup cap and Adam beta2 (default: ``conf/vision.yaml``'s); ``dropout``,
-    ``smoothing`` and ``width``: today's translation dropout, label smoothing and width with
-    feed-forward (default: ``conf/model/transformer_mini.yaml``'s, else ``conf/nlp.yaml``'s)."""
-    today_cap, today_beta2 = vision_defaults()
+    """The figures of the quality result files in ``results_dir``; ``vision``: today's value of
+    each of :data:`VISION_SETTINGS` (default: :func:`vision_defaults`); ``dropout``, ``smoothing``
+    and ``width``: today's translation dropout, label smoothing and width with feed-forward
+    (default: ``conf/model/transformer_mini.yaml``'s, else ``conf/nlp.yaml``'s)."""
     lines = read_lines(sorted(results_dir.glob("quality_vision*.jsonl")), "quality_vision")
-    vision_every = vision_runs(
-        lines, today_cap if default_cap is None else default_cap, today_beta2 if beta2 is None else beta2
-    )
+    vision_every = vision_runs(lines, vision_defaults() if vision is None else vision)
     vision_best = best_rate(latest(vision_every))
     nmt_lines = read_lines(sorted(results_dir.glob("quality_nmt*.jsonl")), "quality_nmt")
     nmt_every = nmt_runs(
@@ -731,15 +774,14 @@ def speed_rows(figures: Mapping[tuple, Cell], ours: str, loop: str, prefix: str)
 def render(
     results_dir: Path,
     figures_dir: Path | None,
-    default_cap: float | None = None,
+    vision: Mapping[str, Any] | None = None,
     dropout: float | str | None = None,
     smoothing: float | None = None,
     width: tuple[int, int] | None = None,
-    beta2: float | None = None,
 ) -> str:
     """The page's Markdown; with ``figures_dir``, the figures are written there too.
-    ``default_cap``, ``dropout``, ``smoothing``, ``width`` and ``beta2``: as :func:`measure` takes them."""
-    quality = measure(results_dir, default_cap, dropout, smoothing, width, beta2)
+    ``vision``, ``dropout``, ``smoothing`` and ``width``: as :func:`measure` takes them."""
+    quality = measure(results_dir, vision, dropout, smoothing, width)
     vision, nmt = quality.vision, quality.nmt
     if figures_dir is not None:
         if vision:

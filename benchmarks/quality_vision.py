@@ -131,8 +131,8 @@ def run_cli(
 ) -> dict[str, float]:
     """``python -m vision.train`` on the image folder for ``epochs`` (or, given ``minutes``, for
     that wall-clock time: ``trainer.max_time``, no epoch bound); its ``metrics.json`` figures, the
-    training batch it chose, the warmup cap and Adam's beta2 its config held and the precision it
-    trained in."""
+    training batch it chose, the warmup cap, Adam's beta2 and the stem's convolutions per stage its
+    config held and the precision it trained in."""
     if minutes is None:
         budget = [f"trainer.max_epochs={epochs}"]
     else:
@@ -151,6 +151,7 @@ def run_cli(
         "steps": metrics["optimizer_steps"],
         "max_warmup_fraction": float(config.budget.max_warmup_fraction),
         "beta2": float(config.module.betas[1]),
+        "stem_convs": int(config.model.stem_convs),
         "precision": cli_precision(overrides, "cuda" if torch.cuda.is_available() else "cpu"),  # as the Trainer picks
     }
 

@@ -258,11 +258,14 @@ def test_quality_vision_runs_the_cli_and_the_plain_timm_loop_side_by_side(
         assert row["images_per_second"] > 0
     # The CLI sizes its batch from 1 epoch of 1,258 images (the floor, 32); the loop keeps 64.
     assert [row["batch"] for row in output["rows"]] == [32, 64, 32, 64]
-    # Each CLI row records the warmup cap and beta2 its run's config held (the results page names recipes by them).
+    # Each CLI row records the warmup cap, beta2 and stem convolutions its run's config held (the
+    # results page names recipes by them).
     config = OmegaConf.load(quality_vision.CONF / "vision.yaml")
     cap, beta2 = config.budget.max_warmup_fraction, config.module.betas[1]
+    convs = OmegaConf.load(quality_vision.CONF / "model" / "vit_tiny.yaml").model.stem_convs
     assert [row.get("max_warmup_fraction") for row in output["rows"]] == [cap, None, cap, None]
     assert [row.get("beta2") for row in output["rows"]] == [beta2, None, beta2, None]
+    assert [row.get("stem_convs") for row in output["rows"]] == [convs, None, convs, None]
     assert output["settings"]["images"] == {"digits": {"train": 1258, "val": 179, "test": 360}}
     assert (tmp_path / "runs" / "digits_1ep_seed1" / "metrics.json").is_file()
     table = capsys.readouterr().out

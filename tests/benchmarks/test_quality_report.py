@@ -14,7 +14,7 @@ from benchmarks.quality_report import DEFAULTS, LOOP, NMT_DEFAULTS, NMT_LOOP, PA
 
 NMT_FLOAT32 = f"{NMT_DEFAULTS}, float32"
 WIDE = quality_report.LEGACY_WIDTH  # the width of rows that record none
-BETA2 = quality_report.LEGACY_BETA2  # the vision beta2 of rows that record none
+VISION = {**quality_report.LEGACY_VISION, "stem": "conv"}  # the convolutional stem, and no later change of the recipe
 
 
 def vision_line(time: str, rows: list[dict], stem: str = "patch") -> str:
@@ -61,7 +61,7 @@ def cells_of(page: str, start: str) -> list[str]:
 
 def test_tables_take_the_latest_run_the_loops_best_rate_and_the_mean_of_seeds(tmp_path: Path) -> None:
     write_results(tmp_path / "results")
-    page = quality_report.render(tmp_path / "results", tmp_path / "figures", default_cap=0.1, dropout=0.1, width=WIDE, beta2=BETA2)  # the lines'
+    page = quality_report.render(tmp_path / "results", tmp_path / "figures", VISION, dropout=0.1, width=WIDE)  # the lines'
     cells = cells_of(page, "| glyphs | 3 epochs |")
     assert cells[2] == "25.0"  # the loop's best of its rates 1e-3, 2e-3, 4e-3
     assert cells[3] == "50.0 (40.0-60.0, 2 seeds)"  # conv stem: the override of seed 0, the default of seed 1
@@ -85,17 +85,17 @@ def test_a_lead_between_two_machines_is_marked_and_has_no_speed_ratio(tmp_path: 
         ("2026-01-01T00:00:00", "vision.train defaults", 0.5), ("2026-01-01T00:00:01", "plain timm loop", 0.2))]
     lines[0]["env"]["cpu"], lines[1]["env"]["cpu"] = "Intel(R) Xeon(R) Processor", "AMD EPYC"
     (folder / "quality_vision.jsonl").write_text("".join(json.dumps(line) + "\n" for line in lines))
-    page = quality_report.render(folder, None, default_cap=0.1, beta2=BETA2)
+    page = quality_report.render(folder, None, VISION)
     assert cells_of(page, "| glyphs | 3 epochs |")[4:] == ["+30.0†", "-"]
     assert "† the loop's run and the defaults' ran on different machines." in page
     lines[1]["env"]["cpu"] = "Intel Xeon"  # the same machine, named without its trademarks
     (folder / "quality_vision.jsonl").write_text("".join(json.dumps(line) + "\n" for line in lines))
-    assert cells_of(quality_report.render(folder, None, default_cap=0.1, beta2=BETA2), "| glyphs | 3 epochs |")[4:] == ["+30.0", "1.00x"]
+    assert cells_of(quality_report.render(folder, None, VISION), "| glyphs | 3 epochs |")[4:] == ["+30.0", "1.00x"]
 
 
 def test_contenders_are_named_by_their_patch_embedding() -> None:
     def name(row: dict, settings: dict) -> str:
-        return quality_report.vision_contender(row, settings, default_cap=0.1).name
+        return quality_report.vision_contender(row, settings, VISION).name
 
     settings = {"model": {"stem": "patch"}}
     assert name({"contender": "plain timm loop"}, settings) == LOOP
@@ -110,7 +110,7 @@ def test_contenders_are_named_by_their_patch_embedding() -> None:
 
 def test_contenders_are_named_by_their_warmup_cap_and_set_against_the_defaults_they_change() -> None:
     conv = {"model": {"stem": "conv"}}
-    contender = functools.partial(quality_report.vision_contender, default_cap=0.3)
+    contender = functools.partial(quality_report.vision_contender, today={**VISION, "max_warmup_fraction": 0.3})
     today = {"contender": "vision.train defaults", "max_warmup_fraction": 0.3}
     assert contender(today, conv) == Contender(DEFAULTS)
     before = contender({"contender": "vision.train defaults"}, conv)  # no cap recorded: 0.1, the cap of its time
@@ -125,7 +125,7 @@ def test_contenders_are_named_by_their_warmup_cap_and_set_against_the_defaults_t
 
 def test_contenders_are_named_by_their_beta2_set_by_a_row_or_by_its_overrides() -> None:
     conv = {"model": {"stem": "conv"}}
-    contender = functools.partial(quality_report.vision_contender, default_cap=0.3, default_beta2=0.99)
+    contender = functools.partial(quality_report.vision_contender, today={**VISION, "max_warmup_fraction": 0.3, "beta2": 0.99})
     assert contender({"contender": "vision.train defaults", "max_warmup_fraction": 0.3, "beta2": 0.99}, conv) == Contender(DEFAULTS)
     before = contender({"contender": "vision.train defaults", "max_warmup_fraction": 0.3}, conv)  # no beta2 recorded: 0.999
     assert before == Contender(f"{DEFAULTS}, beta2 0.999", DEFAULTS, "module.betas=[0.9,0.999]")
@@ -144,6 +144,25 @@ def test_contenders_are_named_by_their_beta2_set_by_a_row_or_by_its_overrides() 
     assert older == Contender(f"{DEFAULTS}, warmup cap 0.1, beta2 0.999", f"{DEFAULTS}, beta2 0.999", "budget.max_warmup_fraction=0.1")
 
 
+def test_contenders_are_named_by_their_stem_convolutions_which_only_a_convolutional_stem_has() -> None:
+    conv = {"model": {"stem": "conv"}}
+    today = {**VISION, "max_warmup_fraction": 0.3, "beta2": 0.99, "stem_convs": 2}
+    contender = functools.partial(quality_report.vision_contender, today=today)
+    recorded = {"max_warmup_fraction": 0.3, "beta2": 0.99}
+    before = contender({"contender": "vision.train defaults", **recorded}, conv)  # no stem_convs recorded: 1
+    assert before == Contender(f"{DEFAULTS}, 1 stem convolution per stage", DEFAULTS, "model.stem_convs=1")
+    assert quality_report.is_history(before.lever) and not quality_report.is_history("model.stem_convs=3")
+    # the lever that became the default is the default, whether the row recorded its convolutions or not
+    lever = {"contender": "vision.train defaults + model.stem_convs=2", **recorded}
+    assert contender(lever, conv) == Contender(DEFAULTS)
+    assert contender({"contender": "vision.train defaults", **recorded, "stem_convs": 2}, conv) == Contender(DEFAULTS)
+    deeper = contender({"contender": "vision.train defaults + model.stem_convs=3", **recorded}, conv)
+    assert deeper == Contender(f"{DEFAULTS}, 3 stem convolutions per stage", DEFAULTS, "model.stem_convs=3")
+    # the linear patch embedding has no stem convolutions to name; it is set against the stem of its time
+    patch = contender({"contender": "vision.train defaults", **recorded}, {"model": {"stem": "patch"}})
+    assert patch == Contender(f"{PATCH}", f"{DEFAULTS}, 1 stem convolution per stage", "model.stem=patch")
+
+
 def test_the_defaults_before_a_change_of_recipe_are_a_lever_of_todays(tmp_path: Path) -> None:
     folder = tmp_path / "results"
     folder.mkdir()
@@ -153,7 +172,7 @@ def test_the_defaults_before_a_change_of_recipe_are_a_lever_of_todays(tmp_path: 
         vision_line("2026-01-02T00:00:00", [row("vision.train defaults", 0.70, max_warmup_fraction=0.3)], stem="conv"),
         vision_line("2026-01-02T00:00:01", [row("plain timm loop", 0.20, lr=0.002)]),
     ]) + "\n")
-    page = quality_report.render(folder, None, default_cap=0.3, beta2=BETA2)
+    page = quality_report.render(folder, None, {**VISION, "max_warmup_fraction": 0.3})
     assert cells_of(page, "| glyphs | 3 epochs |")[2:] == ["20.0", "70.0", "+50.0", "1.00x"]
     assert "(`budget.max_warmup_fraction=0.1`), against today's defaults:\n" \
         "    - glyphs, 3 epochs: 40.0 against 70.0 (-30.0)" in page  # on seed 0, the only seed today's defaults have

@@ -165,9 +165,10 @@ def prefixed(prefix: str, parse: Callable[[str], Any]) -> Callable[[str], Any]:
 class Setting:
     """A vision default that changed: what a row of the defaults trained with, how an override
     sets it, its value before the change (``legacy``, of rows that recorded none), how the name
-    of a recipe with another value says it (``words``), and where today's value lives in the
-    composed config (``config_path``). ``only_with``: the setting exists only where another has
-    that value (the stem's convolutions, with the convolutional stem)."""
+    of a recipe with another value says it (``words``), where today's value lives in the composed
+    config (``config_path``) and the change in words (``change``). ``only_with``: the setting
+    exists only where another has that value (the stem's convolutions, with the convolutional
+    stem)."""
 
     key: str
     legacy: Any
@@ -175,6 +176,7 @@ class Setting:
     parse: Callable[[str], Any]
     override: Callable[[Any], str]
     words: Callable[[Any], str]
+    change: str
     only_with: tuple[str, Any] | None = None
 
     def value(self, row: Mapping[str, Any], extras: list[str], settings: Mapping[str, Any]) -> Any:
@@ -199,15 +201,21 @@ VISION_SETTINGS = (
     Setting(
         "stem", "patch", "model.stem", prefixed("model.stem=", str), lambda stem: f"model.stem={stem}",
         lambda stem: "linear patch embedding" if stem == "patch" else f"stem {stem}",
+        "the convolutional stem replaced the linear patch embedding",
     ),
     Setting(
         "max_warmup_fraction", 0.1, "budget.max_warmup_fraction", prefixed("budget.max_warmup_fraction=", float),
         lambda cap: f"budget.max_warmup_fraction={cap:g}", lambda cap: f"warmup cap {cap:g}",
+        "the warmup cap (`budget.max_warmup_fraction`) was raised",
     ),
-    Setting("beta2", 0.999, "module.betas.1", beta2_of, betas_override, lambda beta2: f"beta2 {beta2:g}"),
+    Setting(
+        "beta2", 0.999, "module.betas.1", beta2_of, betas_override, lambda beta2: f"beta2 {beta2:g}",
+        "Adam's beta2 (`module.betas`) was lowered",
+    ),
     Setting(
         "stem_convs", 1, "model.stem_convs", prefixed("model.stem_convs=", int), lambda convs: f"model.stem_convs={convs}",
-        lambda convs: f"{convs} stem convolution{'s' if convs > 1 else ''} per stage", only_with=("stem", "conv"),
+        lambda convs: f"{convs} stem convolution{'s' if convs > 1 else ''} per stage",
+        "the stem gained a stride-1 convolution after each stride-2 one (`model.stem_convs`)", only_with=("stem", "conv"),
     ),
 )
 LEGACY_VISION = {setting.key: setting.legacy for setting in VISION_SETTINGS}
@@ -523,6 +531,15 @@ def lead(ours: Cell | None, theirs: Cell | None) -> str | None:
     return None if ours is None or theirs is None else f"{ours.mean - theirs.mean:+.1f}"
 
 
+def oldest_first(recipes: Iterable[str], runs: Iterable[Run]) -> list[str]:
+    """The recipes in the order of their first run."""
+    first: dict[str, datetime] = {}
+    for run in runs:
+        if run.contender in recipes:
+            first[run.contender] = min(first.get(run.contender, when(run)), when(run))
+    return sorted(first, key=lambda name: (first[name], name))
+
+
 @dataclass(frozen=True)
 class Quality:
     """Everything the results page shows: the vision runs (the latest of each, the loop at its best
@@ -547,17 +564,17 @@ class Quality:
     @property
     def vision_order(self) -> tuple[str, ...]:
         """The figure's lines: the loop, each recipe of the defaults other than today's (without
-        levers), today's defaults."""
-        others = sorted({name for _, _, name in self.vision if name not in (LOOP, DEFAULTS) and " + " not in name})
-        return (LOOP, *others, DEFAULTS)
+        levers), oldest first, today's defaults."""
+        others = {name for _, _, name in self.vision if name not in (LOOP, DEFAULTS) and " + " not in name}
+        return (LOOP, *oldest_first(others, self.vision_every), DEFAULTS)
 
     @property
     def nmt_order(self) -> tuple[str, ...]:
         """The figure's lines: the loop, each recipe of the defaults other than today's (without
         levers), today's defaults (each where it has a figure)."""
         present = {name for _, _, name in self.nmt}
-        others = sorted(name for name in present if name not in (NMT_LOOP, NMT_DEFAULTS) and " + " not in name)
-        return tuple(name for name in (NMT_LOOP, *others, NMT_DEFAULTS) if name in present)
+        others = {name for name in present if name not in (NMT_LOOP, NMT_DEFAULTS) and " + " not in name}
+        return tuple(name for name in (NMT_LOOP, *oldest_first(others, self.nmt_every), NMT_DEFAULTS) if name in present)
 
 
 def measure(
@@ -781,7 +798,8 @@ def render(
 ) -> str:
     """The page's Markdown; with ``figures_dir``, the figures are written there too.
     ``vision``, ``dropout``, ``smoothing`` and ``width``: as :func:`measure` takes them."""
-    quality = measure(results_dir, vision, dropout, smoothing, width)
+    today = vision_defaults() if vision is None else vision
+    quality = measure(results_dir, today, dropout, smoothing, width)
     vision, nmt = quality.vision, quality.nmt
     if figures_dir is not None:
         if vision:
@@ -802,6 +820,7 @@ def render(
     return PAGE_TEMPLATE.format(
         vision=defaults_table(vision, DEFAULTS, LOOP) if vision else "(no results)",
         vision_float32=float32_budgets(quality.vision_runs),
+        vision_changes="; ".join(setting.change for setting in VISION_SETTINGS if today[setting.key] != setting.legacy),
         history=history or "(none)",
         levers=levers or "(none)",
         nmt=defaults_table(nmt, NMT_DEFAULTS, NMT_LOOP, what="corpus") if nmt else "(no results)",
@@ -843,10 +862,9 @@ patch 4). `digits` and `mnist` are the small sets (scikit-learn's and MNIST digi
 
 ### History
 
-The defaults changed since the first runs: the convolutional stem replaced the linear patch
-embedding, and the warmup cap (`budget.max_warmup_fraction`) was raised. Each earlier default
-against the recipe that replaced it, at the same data, budget and seeds (its figure first, then
-theirs, and the difference):
+The defaults changed since the first runs, oldest change first: {vision_changes}.
+Each earlier default against the recipe that replaced it, at the same data, budget and seeds (its
+figure first, then theirs, and the difference):
 
 {history}
 

@@ -396,3 +396,20 @@ def test_a_contender_keeps_its_colour_in_every_panel(tmp_path: Path, monkeypatch
     colours = {label: {colour for _, name, colour in drawn if name == label} for _, label, _ in drawn}
     assert all(len(found) == 1 for found in colours.values()) and len(set.union(*colours.values())) == 3
     assert (tmp_path / "q.png").is_file()
+
+
+def test_budgets_measured_only_before_today_take_the_newest_earlier_recipe(tmp_path: Path) -> None:
+    """The recipes are ordered by their first run, not by name: a budget today's defaults have not
+    run shows the latest recipe that ran it."""
+    folder = tmp_path / "results"
+    folder.mkdir()
+    (folder / "quality_vision.jsonl").write_text("\n".join([
+        vision_line("2026-01-01T00:00:00", [row("vision.train defaults", 0.40)]),  # the linear patch embedding
+        vision_line("2026-01-02T00:00:00", [row("vision.train defaults", 0.60)], stem="conv"),  # beta2 0.999 then
+        vision_line("2026-01-02T00:00:01", [row("plain timm loop", 0.20, lr=0.002)]),
+        vision_line("2026-01-03T00:00:00", [row("vision.train defaults", 0.70, beta2=0.99, epochs=10)], stem="conv"),
+    ]) + "\n")
+    page = quality_report.render(folder, None, {**VISION, "beta2": 0.99})
+    assert "- glyphs, 3 epochs: 60.0 with the earlier defaults (beta2 0.999) against the loop's 20.0 (+40.0)." in page
+    # the history names the changes of today's recipe, oldest first
+    assert "oldest change first: the convolutional stem replaced the linear patch embedding; Adam's beta2 (`module.betas`) was lowered." in page

@@ -39,6 +39,8 @@ from vision.model.timm_weights import read_timm_checkpoint
 
 log = logging.getLogger(__name__)
 
+# The network settings a model saved before each of them existed was built with.
+EARLIER_NETWORK = {"stem": "patch", "stem_convs": 1}
 # VisionTransformer's settings with defaults, but the head's class count (the module's own argument).
 NETWORK_DEFAULTS = {name: value for name, value in constructor_defaults(VisionTransformer).items() if name != "num_classes"}
 # The network settings trained weights do not fix: the grid the positions are resampled to, the
@@ -164,12 +166,13 @@ class ImageClassifier(FollowsThePlan, LightningModule):
     @staticmethod
     def upgrade_hyperparameters(hparams: dict[str, Any]) -> dict[str, Any]:
         """A checkpoint's hyper-parameters in today's terms: a model saved before ``stem``
-        existed has the linear patch embedding (``stem="patch"``; the default is ``conv`` since);
-        the timm weights a run started from (``pretrained``, a setting of the module then, of the
-        run now) do not rebuild it."""
+        existed has the linear patch embedding (``stem="patch"``; the default is ``conv`` since),
+        one saved before ``stem_convs`` existed has one convolution per stage of its stem (the
+        default is 2 since); the timm weights a run started from (``pretrained``, a setting of the
+        module then, of the run now) do not rebuild it."""
         model = hparams.get("model")
-        if isinstance(model, dict) and "stem" not in model:
-            hparams = {**hparams, "model": {**model, "stem": "patch"}}
+        if isinstance(model, dict):
+            hparams = {**hparams, "model": {**EARLIER_NETWORK, **model}}
         return {key: value for key, value in hparams.items() if key != "pretrained"}
 
     def forward(self, images: Tensor) -> Tensor:

@@ -43,11 +43,15 @@ def test_each_narrow_head_gets_the_best_low_rank_product() -> None:
 
 def test_a_patch_starts_by_attending_to_itself_and_its_neighbours() -> None:
     """With fixed 2D positions, the ``+ I`` of ``W_q^T W_k`` makes the first layer's attention
-    peak on each patch's own position, where the default init spreads it evenly."""
+    peak on each patch's own position, where the default init spreads it evenly. The linear patch
+    embedding keeps the image's content from adding a similarity of its own (a convolutional stem
+    mixes neighbouring pixels into every token), so the positions alone decide."""
 
     def own_position_weight(weight_init: str) -> float:
         torch.manual_seed(0)
-        model = VisionTransformer(img_size=32, patch_size=4, dim=64, depth=1, num_heads=4, weight_init=weight_init).eval()
+        model = VisionTransformer(
+            img_size=32, patch_size=4, dim=64, depth=1, num_heads=4, weight_init=weight_init, stem="patch"
+        ).eval()
         tokens = model.encoder.layers[0].norm1(model.embed(torch.randn(2, 3, 32, 32)))
         _, weights = model.encoder.layers[0].attn(tokens, need_weights=True)  # (B, H, 65, 65)
         return weights[:, :, 1:, 1:].diagonal(dim1=-2, dim2=-1).mean().item()

@@ -117,3 +117,49 @@ def test_a_checkpoint_from_before_the_stem_option_rebuilds_its_patch_embedding(t
     assert isinstance(today.net.patch_embed, ConvStem)
     with pytest.raises(InputError, match="model.stem is 'patch' there and 'conv' here.*model.stem='patch'"):
         require_fit(checkpoint, tmp_path / "old.ckpt", today, tiny_model_kwargs())
+
+
+def test_the_defaults_stem_has_a_stride_1_convolution_after_each_stride_2_one() -> None:
+    from hydra import compose, initialize_config_module
+
+    with initialize_config_module(config_module="conf", version_base=None):
+        presets = {
+            preset: compose(config_name="vision", overrides=[f"model={preset}"]).model.stem_convs
+            for preset in ("vit_tiny", "vit_small", "vit_base")
+        }
+    assert presets == {"vit_tiny": 2, "vit_small": 2, "vit_base": 2}
+    stem = VisionTransformer().patch_embed.stem
+    assert [layer[0].stride for layer in stem] == [(2, 2), (1, 1), (2, 2), (1, 1)]
+
+
+def test_a_checkpoint_and_an_export_from_before_stem_convs_rebuild_their_one_convolution_per_stage(
+    tmp_path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Model settings that predate ``stem_convs`` (the stem then: one convolution per stage) load
+    with that stem, from a checkpoint and from an exported directory."""
+    import json
+
+    from core.files.checkpoints import load_module
+    from core.files.model_directory import CONFIG
+    from tests.vision.vision_testdata import tiny_model_kwargs
+    from vision import export
+    from vision.module import ImageClassifier, load_classifier
+
+    torch.manual_seed(0)
+    old = ImageClassifier(model=tiny_model_kwargs(stem_convs=1), num_classes=3).eval()
+    hparams = dict(old.hparams)
+    hparams["model"] = {key: value for key, value in hparams["model"].items() if key != "stem_convs"}
+    torch.save({"hyper_parameters": hparams, "state_dict": old.state_dict()}, tmp_path / "old.ckpt")
+    images = torch.randn(2, 3, 16, 16)
+    loaded = load_module(ImageClassifier, tmp_path / "old.ckpt")
+    assert len(loaded.net.patch_embed.stem) == 2
+    with torch.no_grad():
+        torch.testing.assert_close(loaded(images), old(images))
+    export.main([str(tmp_path / "old.ckpt"), "--format", "safetensors", "--out", str(tmp_path / "old"), "--device", "cpu"])
+    capsys.readouterr()
+    config = json.loads((tmp_path / "old" / CONFIG).read_text())
+    assert config["model"]["stem_convs"] == 1  # an export today records it
+    del config["model"]["stem_convs"]
+    (tmp_path / "old" / CONFIG).write_text(json.dumps(config))
+    with torch.no_grad():
+        torch.testing.assert_close(load_classifier(tmp_path / "old").net(images), old.net(images))

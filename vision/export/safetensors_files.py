@@ -133,9 +133,8 @@ def read_classifier(directory: str | Path, device: str = "cpu") -> ImageClassifi
     config = read_config(directory, HEAD, REQUIRED)
     data = preprocessing(config, path)
     try:
-        classifier = ImageClassifier(
-            model=config["model"], num_classes=config["num_classes"], class_names=config["label_names"], **data
-        )
+        model = ImageClassifier.upgrade_hyperparameters({"model": config["model"]})["model"]  # an earlier export's network
+        classifier = ImageClassifier(model=model, num_classes=config["num_classes"], class_names=config["label_names"], **data)
     except (TypeError, ValueError) as error:
         raise InputError(f"{path} does not describe a network this toolkit builds ({error}); {export_again(HEAD)}") from None
     net = classifier.net

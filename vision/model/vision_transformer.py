@@ -65,7 +65,8 @@ class VisionTransformer(nn.Module):
             embedding from scratch on every set measured, docs/decisions.md) or ``patch`` (Eq. 1's
             linear patch embedding; timm's, needed for timm weights).
         stem_convs: 3x3 convolutions per halving of the grid in the convolutional stem, the first
-            of stride 2 and the rest of stride 1 (1: Xiao et al.'s stem).
+            of stride 2 and the rest of stride 1 (1: Xiao et al.'s stem; 2: a stride-1
+            convolution after each stride-2 one, ahead on every set measured, docs/decisions.md).
         locality: Locality Self-Attention (Lee, Lee and Song 2021) in every layer: a learned
             temperature per head and each token's own key masked (:class:`core.MultiHeadAttention`).
     """
@@ -93,7 +94,7 @@ class VisionTransformer(nn.Module):
         weight_init: str = "timm",
         stem: str = "conv",
         locality: bool = False,
-        stem_convs: int = 1,
+        stem_convs: int = 2,
     ) -> None:
         super().__init__()
         require_pool(pool, pos_embed, class_token)

@@ -66,7 +66,8 @@ class VisionTransformer(nn.Module):
             linear patch embedding; timm's, needed for timm weights).
         stem_convs: 3x3 convolutions per halving of the grid in the convolutional stem, the first
             of stride 2 and the rest of stride 1 (1: Xiao et al.'s stem; 2: a stride-1
-            convolution after each stride-2 one, ahead on every set measured, docs/decisions.md).
+            convolution after each stride-2 one, ahead at 3 and 10 epochs and at 6 minutes on every
+            set measured, docs/decisions.md).
         locality: Locality Self-Attention (Lee, Lee and Song 2021) in every layer: a learned
             temperature per head and each token's own key masked (:class:`core.MultiHeadAttention`).
     """

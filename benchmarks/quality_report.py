@@ -42,6 +42,7 @@ from functools import cached_property
 from pathlib import Path
 from typing import Any
 
+from hydra import compose, initialize_config_dir
 from omegaconf import OmegaConf
 
 from benchmarks.common import CONF, mini_preset
@@ -222,11 +223,10 @@ LEGACY_VISION = {setting.key: setting.legacy for setting in VISION_SETTINGS}
 
 
 def vision_defaults() -> dict[str, Any]:
-    """Today's value of each :data:`VISION_SETTINGS` in the config ``python -m vision.train``
-    composes (``conf/vision.yaml`` and its default model preset)."""
-    config = OmegaConf.load(CONF / "vision.yaml")
-    preset = next(entry["model"] for entry in config.defaults if isinstance(entry, Mapping) and "model" in entry)
-    config = OmegaConf.merge(config, OmegaConf.load(CONF / "model" / f"{preset}.yaml"))
+    """Today's value of each :data:`VISION_SETTINGS` in the config that ``python -m vision.train
+    data=imagefolder`` composes, as ``benchmarks.quality_vision`` runs it."""
+    with initialize_config_dir(config_dir=str(CONF), version_base="1.3"):
+        config = compose("vision", overrides=["data=imagefolder", "data.root=unused"])
     return {setting.key: OmegaConf.select(config, setting.config_path) for setting in VISION_SETTINGS}
 
 

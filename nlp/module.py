@@ -13,6 +13,7 @@ from lightning.pytorch.trainer.states import TrainerFn
 from lightning.pytorch.utilities import rank_zero_only
 from sacrebleu.metrics import BLEU, CHRF
 from torch import Tensor
+from torchmetrics import MeanMetric
 
 import core
 from core.errors import InputError
@@ -46,9 +47,10 @@ class TranslationModule(FollowsThePlan, pl.LightningModule):
     inverse-square-root warmup schedule (Section 5.3); BLEU and chrF of detokenized output with
     sacreBLEU.
 
-    Validation logs ``val/loss`` every epoch and ``val/bleu``, ``val/chrf`` (greedy decoding) every
-    ``bleu_every_n_epochs`` epochs and at the last validation of the run; testing logs ``test/loss``,
-    ``test/bleu``, ``test/chrf`` (beam search) and ``test/rep4``, the share of translations that
+    Validation logs ``val/loss`` (label-smoothed), ``val/nll`` (without smoothing) and ``val/ppl``
+    (its exponential) every epoch and ``val/bleu``, ``val/chrf`` (greedy decoding) every
+    ``bleu_every_n_epochs`` epochs and at the last validation of the run; testing logs the same
+    losses, ``test/bleu``, ``test/chrf`` (beam search) and ``test/rep4``, the share of translations that
     repeat a word 4-gram, beside ``test/rep4_ref``, the references' own share.
 
     The defaults are the recipe of ``conf/nlp.yaml`` (its ``module`` section) with the paper's
@@ -117,6 +119,8 @@ class TranslationModule(FollowsThePlan, pl.LightningModule):
         self.net = Seq2SeqTransformer(vocab_size, vocab_size, **special_ids, **{**model, **full})
         self.auto_dropout: float | None = None  # the auto dropout in force
         self.bleu, self.chrf = BLEU(), CHRF()
+        # The unsmoothed cross entropy of validation and test, weighted by tokens and summed over processes.
+        self.nll = torch.nn.ModuleDict({stage: MeanMetric() for stage in ("val", "test")})
         self.hypotheses: list[str] = []
         self.references: list[str] = []
         self.decode_validation = False
@@ -125,15 +129,22 @@ class TranslationModule(FollowsThePlan, pl.LightningModule):
         """Target tokens the model predicts in a training batch (padding excluded)."""
         return int(batch["target"][:, 1:].ne(self.tokenizer.pad_id).sum())
 
-    def loss(self, batch: Batch) -> tuple[Tensor, int]:
-        """Mean label-smoothed cross entropy per target token, and the number of tokens."""
+    def predictions(self, batch: Batch) -> tuple[Tensor, Tensor]:
+        """The float32 logits [N, V] of the N target tokens a batch predicts under teacher forcing
+        (padding excluded), and those tokens' ids [N]."""
         target_in, target_out = batch["target"][:, :-1], batch["target"][:, 1:]  # teacher forcing
         predicted = target_out.ne(self.tokenizer.pad_id)  # (B, T): padding is not predicted
         logits = self.net(batch["source"], target_in, predicted)  # (N, V) for the N predicted tokens
-        loss = F.cross_entropy(
-            logits.float(), target_out[predicted], label_smoothing=self.hparams.label_smoothing
-        )
-        return loss, logits.shape[0]
+        return logits.float(), target_out[predicted]
+
+    def smoothed(self, logits: Tensor, targets: Tensor) -> Tensor:
+        """Mean label-smoothed cross entropy per target token (Section 5.4)."""
+        return F.cross_entropy(logits, targets, label_smoothing=self.hparams.label_smoothing)
+
+    def loss(self, batch: Batch) -> tuple[Tensor, int]:
+        """Mean label-smoothed cross entropy per target token, and the number of tokens."""
+        logits, targets = self.predictions(batch)
+        return self.smoothed(logits, targets), len(targets)
 
     def follow_plan(self) -> None:
         """With ``model.dropout: auto``, set every dropout layer of the network to
@@ -231,12 +242,25 @@ class TranslationModule(FollowsThePlan, pl.LightningModule):
         self.decode_validation = self.scores_bleu()
 
     def evaluate(self, batch: Batch, stage: str, decode: bool, beam_size: int) -> None:
-        """Log the loss of ``batch``; with ``decode``, also translate it for the epoch's BLEU."""
-        loss, tokens = self.loss(batch)
-        self.log(f"{stage}/loss", loss, prog_bar=True, batch_size=tokens, sync_dist=True)
+        """Log the loss of ``batch``, and gather its unsmoothed negative log-likelihood for the
+        epoch's ``nll`` and ``ppl``; with ``decode``, also translate it for the epoch's BLEU."""
+        logits, targets = self.predictions(batch)
+        self.log(f"{stage}/loss", self.smoothed(logits, targets), prog_bar=True, batch_size=len(targets), sync_dist=True)
+        self.nll[stage].update(F.cross_entropy(logits, targets), weight=len(targets))
         if decode:
             self.hypotheses += self.translate_ids(batch["source"], beam_size)
             self.references += [self.tokenizer.decode(row.tolist()) for row in batch["target"]]
+
+    def log_nll(self, stage: str) -> None:
+        """Log ``<stage>/nll``, the cross entropy per target token without label smoothing (natural
+        log, every process's tokens), and ``<stage>/ppl``, its exponential, the perplexity."""
+        metric = self.nll[stage]
+        if not metric.update_called:
+            return
+        nll = metric.compute()
+        metric.reset()
+        self.log(f"{stage}/nll", nll)
+        self.log(f"{stage}/ppl", nll.exp())
 
     def log_bleu(self, stage: str) -> None:
         """Corpus BLEU and chrF of the collected translations (their sacreBLEU signatures go to the
@@ -261,7 +285,8 @@ class TranslationModule(FollowsThePlan, pl.LightningModule):
         self.evaluate(batch, "val", decode=self.decode_validation, beam_size=1)
 
     def on_validation_epoch_end(self) -> None:
-        """Log ``val/bleu`` and ``val/chrf`` when this validation decoded."""
+        """Log ``val/nll`` and ``val/ppl``, and ``val/bleu`` and ``val/chrf`` when this validation decoded."""
+        self.log_nll("val")
         self.log_bleu("val")
 
     def test_step(self, batch: Batch, batch_idx: int) -> None:
@@ -269,7 +294,8 @@ class TranslationModule(FollowsThePlan, pl.LightningModule):
         self.evaluate(batch, "test", decode=True, beam_size=self.hparams.beam_size)
 
     def on_test_epoch_end(self) -> None:
-        """Log ``test/bleu``, ``test/chrf`` and ``test/rep4`` of the whole test split."""
+        """Log ``test/nll``, ``test/ppl``, ``test/bleu``, ``test/chrf`` and ``test/rep4`` of the whole test split."""
+        self.log_nll("test")
         self.log_bleu("test")
 
     def on_fit_start(self) -> None:

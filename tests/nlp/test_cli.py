@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import io
 import json
+import math
 import subprocess
 import sys
 from pathlib import Path
@@ -41,8 +42,9 @@ def toy_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
 @pytest.mark.slow
 def test_toy_training_writes_metrics_checkpoints_and_tokenizer(toy_run: Path) -> None:
     metrics = json.loads((toy_run / "metrics.json").read_text())
-    for key in ("val/bleu", "test/bleu", "test/loss", "val/loss", "fit_seconds", "train_tokens_per_second"):
+    for key in ("val/bleu", "test/bleu", "test/loss", "val/loss", "val/nll", "test/ppl", "fit_seconds", "train_tokens_per_second"):
         assert isinstance(metrics[key], float), key
+    assert metrics["test/ppl"] == pytest.approx(math.exp(metrics["test/nll"]), rel=1e-5)
     assert metrics["test/bleu"] == 100.0
     checkpoints = toy_run / "checkpoints"
     best = next(checkpoints.glob("best-*.ckpt"))

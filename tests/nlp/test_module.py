@@ -50,6 +50,31 @@ def test_loss_is_label_smoothed_cross_entropy_over_real_tokens(module: Translati
     torch.testing.assert_close(loss.detach(), expected)
 
 
+def test_validation_logs_the_unsmoothed_nll_and_its_perplexity_over_all_tokens(
+    module: TranslationModule, toy_tokenizer: SubwordTokenizer
+) -> None:
+    # Two batches of 10 and 2 target tokens: a mean of the batches' means would weigh them alike.
+    long = toy_batch(toy_tokenizer)
+    short = {key: value[:1, :3] if key == "target" else value[:1] for key, value in long.items()}
+    short["target"][0, -1] = toy_tokenizer.eos_id
+    batches = [long, short]
+    trainer = pl.Trainer(logger=False, enable_progress_bar=False, enable_model_summary=False)
+    trainer.validate(module, torch.utils.data.DataLoader(batches, batch_size=None))
+    negative_log_likelihoods = []
+    with torch.no_grad():
+        for batch in batches:
+            log_probs = module.net(batch["source"], batch["target"][:, :-1]).log_softmax(-1)
+            labels = batch["target"][:, 1:]
+            picked = -log_probs.gather(-1, labels.unsqueeze(-1)).squeeze(-1)
+            negative_log_likelihoods.append(picked[labels.ne(toy_tokenizer.pad_id)])
+    every = torch.cat(negative_log_likelihoods)
+    assert [len(part) for part in negative_log_likelihoods] == [10, 2]
+    metrics = trainer.callback_metrics
+    torch.testing.assert_close(metrics["val/nll"], every.mean())
+    torch.testing.assert_close(metrics["val/ppl"], every.mean().exp())
+    assert abs(float(metrics["val/loss"]) - float(metrics["val/nll"])) > 1e-3  # the logged loss is the smoothed one
+
+
 def test_adam_and_inverse_square_root_schedule(module: TranslationModule) -> None:
     module.trainer = pl.Trainer(max_epochs=-1, max_steps=1000, logger=False)  # cooldown from step 800
     config = module.configure_optimizers()

@@ -8,18 +8,20 @@ quality scripts append with ``--append``; the tuning logs, which have another fo
 For each run (data set or corpus, budget, seed, contender) the latest line wins, so a re-run
 replaces its earlier figure and the history stays in the files. The plain loop's figure at a budget
 is its best peak rate there ("best of the rates tried"); figures are means over seeds with their
-range. The vision CLI's rows are named by the recipe they trained with: the value of each
-default that changed (:data:`VISION_SETTINGS`, oldest change first): the patch embedding (the
+range. The CLI's rows of each head are named by the recipe they trained with: the value of each
+default that changed, as one table per head holds them (:data:`VISION_SETTINGS`,
+:data:`NMT_SETTINGS`; oldest change first, named newest first). Vision: the patch embedding (the
 convolutional stem is the default since it was measured on four sets; rows recorded before carry
 ``stem: patch`` or ``+ model.stem=conv``), the warmup cap (``budget.max_warmup_fraction``,
 recorded in each row since the cap of ``conf/vision.yaml`` moved from 0.1 to 0.3; rows without it
 ran with 0.1), Adam's beta2 (``module.betas``, recorded since it moved from 0.999 to 0.99; rows
 without it ran with 0.999 unless their overrides set it) and the stem's convolutions per stage
 (``model.stem_convs``, recorded since it exists; rows without it ran with 1 unless their overrides
-set it). The translation CLI's rows
-are named by their precision and their dropout (a row that recorded no ``dropout`` ran with 0.1,
-before ``model.dropout: auto``; an ``auto`` one that recorded no ``min_dropout`` switched its
-dropout on at any planned rate). A recipe other than
+set it). Translation: the precision (a row that recorded none trained in float32), the dropout (a
+row that recorded none ran with 0.1, before ``model.dropout: auto``; an ``auto`` one that recorded
+no ``min_dropout`` switched its dropout on at any planned rate), the epoch bound that cut a time
+budget short, the label smoothing and the width (a row that recorded none ran with 0.1, and 256
+with a feed-forward of 1,024). A recipe other than
 today's defaults is either an earlier default (the history) or
 a lever (an override under test); each is set against the defaults it changes, on the seeds both
 have, and told in words under the one table of today's defaults against the loop. Its latest run is
@@ -45,7 +47,7 @@ from typing import Any
 from hydra import compose, initialize_config_dir
 from omegaconf import OmegaConf
 
-from benchmarks.common import CONF, mini_preset
+from benchmarks.common import CONF
 from benchmarks.proving_grounds import DEFAULT_COUNTS, SETS
 from benchmarks.report import budget_label, length_of, results_of, table
 from core.constraints import AUTO
@@ -121,23 +123,6 @@ LEVER_NAMES = {
 }
 
 
-def default_dropout() -> float | str:
-    """Today's ``model.dropout`` of the translation CPU preset (``conf/model/transformer_mini.yaml``)."""
-    return mini_preset().model.dropout
-
-
-def default_smoothing() -> float:
-    """Today's ``module.label_smoothing`` of the translation CPU preset (``conf/model/transformer_mini.yaml``'s,
-    else ``conf/nlp.yaml``'s)."""
-    return float(OmegaConf.select(mini_preset(), "module.label_smoothing", default=OmegaConf.load(CONF / "nlp.yaml").module.label_smoothing))
-
-
-def default_width() -> tuple[int, int]:
-    """Today's ``model.dim`` and ``model.ffn_dim`` of the translation CPU preset (``conf/model/transformer_mini.yaml``)."""
-    model = mini_preset().model
-    return int(model.dim), int(model.ffn_dim)
-
-
 def width_override(width: tuple[int, int]) -> str:
     """The overrides that set a translation model's width and feed-forward: ``model.dim=D + model.ffn_dim=F``."""
     return " + ".join(f"{override}{size}" for override, size in zip(WIDTH_OVERRIDES, width))
@@ -164,12 +149,15 @@ def prefixed(prefix: str, parse: Callable[[str], Any]) -> Callable[[str], Any]:
 
 @dataclass(frozen=True)
 class Setting:
-    """A vision default that changed: what a row of the defaults trained with, how an override
-    sets it, its value before the change (``legacy``, of rows that recorded none), how the name
-    of a recipe with another value says it (``words``), where today's value lives in the composed
-    config (``config_path``) and the change in words (``change``). ``only_with``: the setting
-    exists only where another has that value (the stem's convolutions, with the convolutional
-    stem)."""
+    """A default of a head's recipe that changed: what a row of the defaults trained with, how an
+    override sets it, its value before the change (``legacy``, of rows that recorded none), how the
+    name of a recipe with another value says it (``words``), where today's value lives in the
+    composed config (``config_path``) and the change in words (``change``). ``only_with``: the
+    setting exists only where another has that value (the stem's convolutions, with the
+    convolutional stem). ``recorded``: the value a row records, None where it records none
+    (default: the row's ``key``, of the legacy value's type). ``earlier``: earlier defaults besides
+    the legacy value. ``strict``: a value that the row's own overrides set, neither today's nor the
+    legacy one, is a lever under test, not an earlier recipe."""
 
     key: str
     legacy: Any
@@ -179,22 +167,79 @@ class Setting:
     words: Callable[[Any], str]
     change: str
     only_with: tuple[str, Any] | None = None
+    recorded: Callable[[Mapping[str, Any]], Any] | None = None
+    earlier: tuple[Any, ...] = ()
+    strict: bool = False
 
     def value(self, row: Mapping[str, Any], extras: list[str], settings: Mapping[str, Any]) -> Any:
         """The row's value: recorded in the row, else set by its last override, else recorded in
         the run's model settings, else the legacy one."""
-        if self.key in row:
+        if self.recorded is not None:
+            if (own := self.recorded(row)) is not None:
+                return own
+        elif self.key in row:
             return type(self.legacy)(row[self.key])
         set_by = [value for extra in extras if (value := self.parse(extra)) is not None]
         if set_by:
             return set_by[-1]
         return settings.get("model", {}).get(self.key, self.legacy)
 
+    def today(self, config: Any) -> Any:
+        """Today's value in the composed config."""
+        return OmegaConf.select(config, self.config_path)
+
+    def sets(self, override: str) -> bool:
+        """Whether ``override`` sets this setting."""
+        return self.parse(override) is not None
+
     def differs(self, values: Mapping[str, Any], today: Mapping[str, Any]) -> bool:
         """Whether a recipe's ``values`` hold another value of this setting than ``today``'s (a
         setting that does not exist in the recipe does not differ)."""
         exists = self.only_with is None or values[self.only_with[0]] == self.only_with[1]
         return exists and values[self.key] != today[self.key]
+
+    def changed(self, today: Mapping[str, Any]) -> bool:
+        """Whether today's default is not the first one."""
+        return today[self.key] != self.legacy or bool(self.earlier)
+
+    def history(self) -> list[str]:
+        """The overrides that restore each earlier default."""
+        return [self.override(value) for value in (self.legacy, *self.earlier) if value is not None]
+
+
+@dataclass(frozen=True)
+class Width(Setting):
+    """A translation model's width and feed-forward (``model.dim``, ``model.ffn_dim``), one setting
+    of two values: each recorded in the row (``dim``, ``ffn_dim``), else set by an override, else
+    the legacy one."""
+
+    def value(self, row: Mapping[str, Any], extras: list[str], settings: Mapping[str, Any]) -> tuple[int, int]:
+        sized = {
+            key: int(extra[len(prefix) :]) for extra in extras for key, prefix in zip(WIDTH, WIDTH_OVERRIDES) if extra.startswith(prefix)
+        }
+        return tuple(int(row.get(key, sized.get(key, legacy))) for key, legacy in zip(WIDTH, self.legacy))  # type: ignore[return-value]
+
+    def today(self, config: Any) -> tuple[int, int]:
+        """Both values in the composed config's ``config_path`` section."""
+        return tuple(int(OmegaConf.select(config, f"{self.config_path}.{key}")) for key in WIDTH)  # type: ignore[return-value]
+
+
+def recorded_precision(row: Mapping[str, Any]) -> str:
+    """A translation row's precision: float32 where it recorded that or none (before
+    ``trainer.precision=auto``), else what ``auto`` chose."""
+    return FLOAT32 if row.get("precision", FLOAT32) == FLOAT32 else AUTO
+
+
+def recorded_dropout(row: Mapping[str, Any]) -> float | str:
+    """A translation row's dropout: 0.1 where it recorded none; an ``auto`` one without its
+    ``min_dropout`` switched on at any planned rate, one with ``dropout_masks: F.dropout`` drew its
+    masks with PyTorch's sampler."""
+    dropout = row.get("dropout", LEGACY_DROPOUT)
+    if dropout == AUTO and "min_dropout" not in row:
+        return AUTO_FROM_START
+    if dropout == AUTO and row.get("dropout_masks") == "F.dropout":
+        return TORCH_MASKS
+    return dropout
 
 
 # The vision recipe's changed defaults, oldest change first.
@@ -221,13 +266,60 @@ VISION_SETTINGS = (
 )
 LEGACY_VISION = {setting.key: setting.legacy for setting in VISION_SETTINGS}
 
+# The translation recipe's changed defaults (and label smoothing, a default that may change), oldest change first.
+NMT_SETTINGS = (
+    Setting(
+        "precision", FLOAT32, "trainer.precision", prefixed(PRECISION, str), lambda precision: f"{PRECISION}{precision}",
+        lambda precision: "float32" if precision == FLOAT32 else f"precision {precision}",
+        "training moved from float32 to bf16 autocast where the hardware computes bfloat16 (`trainer.precision=auto`)",
+        recorded=recorded_precision,
+    ),
+    Setting(
+        "dropout", LEGACY_DROPOUT, "model.dropout", prefixed(DROPOUT, str), lambda dropout: f"{DROPOUT}{dropout}",
+        lambda dropout: f"dropout {dropout}",
+        "`transformer_mini`'s dropout, 0.1 at every budget, became sized to the planned passes over the corpus "
+        "(`model.dropout: auto`), then switched on from half its full rate, with masks from `core.dropout`'s bulk draws",
+        recorded=recorded_dropout, earlier=(AUTO_FROM_START, TORCH_MASKS),
+    ),
+    Setting(
+        "epoch_bound", None, "trainer.max_epochs", lambda override: None, lambda bound: f"{EPOCH_BOUND}{bound}",
+        lambda bound: f"at most {bound} epochs",
+        "a time budget is no longer cut short at 10 epochs (`trainer.max_epochs: null`)",
+        recorded=lambda row: row.get("epoch_bound"), earlier=(LEGACY_EPOCH_BOUND,),
+    ),
+    Setting(
+        "label_smoothing", LEGACY_SMOOTHING, "module.label_smoothing", prefixed(SMOOTHING, float),
+        lambda smoothing: f"{SMOOTHING}{smoothing:g}", lambda smoothing: f"label smoothing {smoothing:g}",
+        "label smoothing changed (`module.label_smoothing`)", strict=True,
+    ),
+    Width(
+        "width", LEGACY_WIDTH, "model", lambda override: override if override.startswith(WIDTH_OVERRIDES) else None,
+        width_override, lambda width: f"width {width[0]}",
+        "`transformer_mini` narrowed from 256 wide with a feed-forward of 1,024 to 192 and 768 (the plain loop takes the same sizes)",
+        strict=True,
+    ),
+)
+LEGACY_NMT = {setting.key: setting.legacy for setting in NMT_SETTINGS}
+
+
+def defaults_of(config_name: str, overrides: list[str], table: tuple[Setting, ...]) -> dict[str, Any]:
+    """Today's value of each setting of ``table`` in the config that Hydra composes from
+    ``config_name`` and ``overrides``."""
+    with initialize_config_dir(config_dir=str(CONF), version_base="1.3"):
+        config = compose(config_name, overrides=overrides)
+    return {setting.key: setting.today(config) for setting in table}
+
 
 def vision_defaults() -> dict[str, Any]:
     """Today's value of each :data:`VISION_SETTINGS` in the config that ``python -m vision.train
     data=imagefolder`` composes, as ``benchmarks.quality_vision`` runs it."""
-    with initialize_config_dir(config_dir=str(CONF), version_base="1.3"):
-        config = compose("vision", overrides=["data=imagefolder", "data.root=unused"])
-    return {setting.key: OmegaConf.select(config, setting.config_path) for setting in VISION_SETTINGS}
+    return defaults_of("vision", ["data=imagefolder", "data.root=unused"], VISION_SETTINGS)
+
+
+def nmt_defaults() -> dict[str, Any]:
+    """Today's value of each :data:`NMT_SETTINGS` in the config that ``python -m nlp.train
+    data=files model=transformer_mini trainer=cpu`` composes, as ``benchmarks.quality_nmt`` runs it."""
+    return defaults_of("nlp", ["data=files", "model=transformer_mini", "trainer=cpu"], NMT_SETTINGS)
 
 
 def machine_name(env: Mapping[str, Any]) -> str:
@@ -272,43 +364,62 @@ def read_lines(paths: Iterable[Path], benchmark: str) -> list[dict[str, Any]]:
     return [result for _, result in results_of(paths, benchmark)]
 
 
-def recipe(values: Mapping[str, Any], today: Mapping[str, Any]) -> str:
-    """The defaults named by each setting whose value is not today's, oldest change first."""
-    changes = [setting.words(values[setting.key]) for setting in VISION_SETTINGS if setting.differs(values, today)]
-    return ", ".join([DEFAULTS, *changes])
+def recipe(values: Mapping[str, Any], today: Mapping[str, Any], table: tuple[Setting, ...], defaults: str) -> str:
+    """The defaults named by each setting of ``table`` whose value is not today's, newest change
+    first (so a recipe's name begins with the name of the recipe it is set against)."""
+    changes = [setting.words(values[setting.key]) for setting in reversed(table) if setting.differs(values, today)]
+    return ", ".join([defaults, *changes])
+
+
+def recipe_contender(
+    name: str, row: Mapping[str, Any], settings: Mapping[str, Any], today: Mapping[str, Any],
+    table: tuple[Setting, ...], defaults: str,
+) -> Contender:
+    """A row of a head's CLI (``name``, its overrides after `` + ``) by its recipe, the value of each
+    setting of ``table`` (``today``: today's values; ``settings``: the run's), or a lever under
+    test (any other override, or another value of a ``strict`` setting set by the overrides) as
+    ``<those defaults> + <overrides>``. An earlier recipe is set against the one that differs from
+    it in its oldest differing setting alone: the recipe that followed it."""
+    extras = [part.strip() for part in name.split(" + ")[1:]]
+    values = {setting.key: setting.value(row, extras, settings) for setting in table}
+    # Another value of a strict setting, set by the row's own overrides: a lever, named by them.
+    tried = {
+        setting.key for setting in table
+        if setting.strict and values[setting.key] not in (today[setting.key], setting.legacy)
+        and any(setting.sets(extra) for extra in extras)
+    }
+    values.update({key: today[key] for key in tried})
+    own = recipe(values, today, table, defaults)
+    levers = [extra for extra in extras if not any(setting.sets(extra) and setting.key not in tried for setting in table)]
+    if levers:
+        return Contender(" + ".join([own, *levers]), own, " + ".join(levers))
+    for setting in table:
+        if setting.differs(values, today):
+            base = recipe({**values, setting.key: today[setting.key]}, today, table, defaults)
+            return Contender(own, base, setting.override(values[setting.key]))
+    return Contender(defaults)
 
 
 def vision_contender(row: Mapping[str, Any], settings: Mapping[str, Any], today: Mapping[str, Any]) -> Contender:
-    """The row's line in the tables: the loop, the defaults by their recipe (the value of each of
-    :data:`VISION_SETTINGS`; ``today``: today's values), or a lever under test (any other
-    override) as ``<those defaults> + <overrides>``. An earlier recipe is set against the one that
-    differs from it in its oldest differing setting alone: the recipe that followed it."""
-    name = row["contender"]
-    if name.startswith("plain timm loop"):
+    """The row's line in the tables: the loop, or the defaults by their recipe of
+    :data:`VISION_SETTINGS` (:func:`recipe_contender`)."""
+    if row["contender"].startswith("plain timm loop"):
         return Contender(LOOP)
-    extras = [part.strip() for part in name.split(" + ")[1:]]
-    values = {setting.key: setting.value(row, extras, settings) for setting in VISION_SETTINGS}
-    own = recipe(values, today)
-    levers = [extra for extra in extras if all(setting.parse(extra) is None for setting in VISION_SETTINGS)]
-    if levers:
-        return Contender(" + ".join([own, *levers]), own, " + ".join(levers))
-    for setting in VISION_SETTINGS:
-        if setting.differs(values, today):
-            base = recipe({**values, setting.key: today[setting.key]}, today)
-            return Contender(own, base, setting.override(values[setting.key]))
-    return Contender(DEFAULTS)
+    return recipe_contender(row["contender"], row, settings, today, VISION_SETTINGS, DEFAULTS)
+
+
+def nmt_contender(row: Mapping[str, Any], today: Mapping[str, Any]) -> Contender:
+    """The row's line in the tables: the loop, or the defaults by their recipe of
+    :data:`NMT_SETTINGS` (:func:`recipe_contender`)."""
+    if row["contender"] == NMT_LOOP:
+        return Contender(NMT_LOOP)
+    return recipe_contender(row["contender"], row, {}, today, NMT_SETTINGS, NMT_DEFAULTS)
 
 
 def is_history(lever: str) -> bool:
-    """An earlier default (vision's earlier patch embedding, warmup cap, beta2 and stem; translation
-    in float32 or with dropout 0.1, an auto dropout without its minimum or with PyTorch's masks, a
-    time budget cut short by the default epoch bound, label smoothing 0.1, translation 256 wide),
-    not an override under test."""
-    return lever in (
-        *(setting.override(setting.legacy) for setting in VISION_SETTINGS),
-        f"{PRECISION}{FLOAT32}", f"{DROPOUT}{LEGACY_DROPOUT}", f"{DROPOUT}{AUTO_FROM_START}", f"{DROPOUT}{TORCH_MASKS}",
-        f"{EPOCH_BOUND}{LEGACY_EPOCH_BOUND}", f"{SMOOTHING}{LEGACY_SMOOTHING:g}", width_override(LEGACY_WIDTH),
-    )
+    """An earlier default of either head (:data:`VISION_SETTINGS`, :data:`NMT_SETTINGS`), not an
+    override under test."""
+    return any(lever in setting.history() for setting in (*VISION_SETTINGS, *NMT_SETTINGS))
 
 
 def vision_data(row: Mapping[str, Any], settings: Mapping[str, Any]) -> str:
@@ -339,88 +450,14 @@ def vision_runs(results: Iterable[Mapping[str, Any]], today: Mapping[str, Any]) 
     return runs
 
 
-def nmt_contender(
-    row: Mapping[str, Any],
-    default_dropout: float | str = LEGACY_DROPOUT,
-    smoothing: float = LEGACY_SMOOTHING,
-    width: tuple[int, int] = LEGACY_WIDTH,
-) -> Contender:
-    """The row's line in the tables: the loop, today's defaults, an earlier recipe of them, or a
-    lever under test as ``<those defaults> + <overrides>``. A recipe differs from today's
-    (``default_dropout``, ``smoothing``, ``width``) in some of these, oldest change first: float32
-    (a row that recorded no precision, before ``trainer.precision=auto``); its dropout (a row that
-    recorded none ran with 0.1, an ``auto`` one without ``min_dropout`` switched on at any rate, one
-    with ``dropout_masks: F.dropout`` drew its masks with PyTorch's sampler); ``epoch_bound``, the
-    epochs that cut its time budget short; the label smoothing of the defaults of its time (a row
-    that recorded none ran with 0.1); the width and feed-forward of ``transformer_mini`` of its time
-    (``dim`` and ``ffn_dim``; a row that recorded none ran with 256 and 1,024). A smoothing or width
-    that the row's own overrides set names the same earlier recipe where it is that recipe's value,
-    today's defaults where it is today's, and a lever otherwise. Its name lists the differences
-    newest first, and it is set against the recipe without the oldest."""
-    name = row["contender"]
-    if name == NMT_LOOP:
-        return Contender(NMT_LOOP)
-    extras = [part.strip() for part in name.split(" + ")[1:]]
-    dropout = row.get("dropout", LEGACY_DROPOUT)
-    if dropout == AUTO and "min_dropout" not in row:
-        dropout = AUTO_FROM_START
-    elif dropout == AUTO and row.get("dropout_masks") == "F.dropout":
-        dropout = TORCH_MASKS
-    named = [float(extra[len(SMOOTHING) :]) for extra in extras if extra.startswith(SMOOTHING)]
-    own_smoothing = float(row.get("label_smoothing", named[-1] if named else LEGACY_SMOOTHING))
-    sized = {
-        key: int(extra[len(override) :])
-        for extra in extras
-        for key, override in zip(WIDTH, WIDTH_OVERRIDES)
-        if extra.startswith(override)
-    }
-    own_width = tuple(int(row.get(key, sized.get(key, legacy))) for key, legacy in zip(WIDTH, LEGACY_WIDTH))
-    # Another smoothing or width than today's names an earlier recipe where the row ran that recipe's
-    # value, whether it recorded it or set it by its own overrides; any other value is a lever.
-    earlier_smoothing = own_smoothing != smoothing and (not named or own_smoothing == LEGACY_SMOOTHING)
-    earlier_width = own_width != width and (not sized or own_width == LEGACY_WIDTH)
-    differences = []  # (the override that restores it, words), oldest first
-    if row.get("precision", FLOAT32) == FLOAT32:
-        differences.append((f"{PRECISION}{FLOAT32}", "float32"))
-    if dropout != default_dropout:
-        differences.append((f"{DROPOUT}{dropout}", f"dropout {dropout}"))
-    if "epoch_bound" in row:
-        differences.append((f"{EPOCH_BOUND}{row['epoch_bound']}", f"at most {row['epoch_bound']} epochs"))
-    if earlier_smoothing:
-        differences.append((f"{SMOOTHING}{own_smoothing:g}", f"label smoothing {own_smoothing:g}"))
-    if earlier_width:
-        differences.append((width_override(own_width), f"width {own_width[0]}"))
-
-    def recipe(kept: list[tuple[str, str]]) -> str:
-        return ", ".join([NMT_DEFAULTS, *(words for _, words in reversed(kept))])
-
-    own = recipe(differences)
-    levers = [
-        extra for extra in extras
-        if not extra.startswith((PRECISION, DROPOUT))
-        and not (extra.startswith(SMOOTHING) and (own_smoothing == smoothing or earlier_smoothing))
-        and not (extra.startswith(WIDTH_OVERRIDES) and (own_width == width or earlier_width))
-    ]
-    if levers:
-        return Contender(" + ".join([own, *levers]), own, " + ".join(levers))
-    if differences:
-        return Contender(own, recipe(differences[1:]), differences[0][0])
-    return Contender(NMT_DEFAULTS)
-
-
-def nmt_runs(
-    results: Iterable[Mapping[str, Any]],
-    default_dropout: float | str,
-    smoothing: float = LEGACY_SMOOTHING,
-    width: tuple[int, int] = LEGACY_WIDTH,
-) -> list[Run]:
+def nmt_runs(results: Iterable[Mapping[str, Any]], today: Mapping[str, Any]) -> list[Run]:
     """Every run of the lines, oldest first; lines from before corpora were named are skipped."""
     runs = []
     for result in results:
         for row in result["rows"]:
             if "corpus" not in row:
                 continue
-            contender = nmt_contender(row, default_dropout, smoothing, width)
+            contender = nmt_contender(row, today)
             run = Run(
                 row["corpus"], length_of(row), int(row.get("seed", 0)), contender.name, row["bleu"],
                 row.get("train_tokens_per_second"), None, result["env"]["time"],
@@ -578,26 +615,16 @@ class Quality:
 
 
 def measure(
-    results_dir: Path,
-    vision: Mapping[str, Any] | None = None,
-    dropout: float | str | None = None,
-    smoothing: float | None = None,
-    width: tuple[int, int] | None = None,
+    results_dir: Path, vision: Mapping[str, Any] | None = None, translation: Mapping[str, Any] | None = None
 ) -> Quality:
-    """The figures of the quality result files in ``results_dir``; ``vision``: today's value of
-    each of :data:`VISION_SETTINGS` (default: :func:`vision_defaults`); ``dropout``, ``smoothing``
-    and ``width``: today's translation dropout, label smoothing and width with feed-forward
-    (default: ``conf/model/transformer_mini.yaml``'s, else ``conf/nlp.yaml``'s)."""
+    """The figures of the quality result files in ``results_dir``; ``vision`` and ``translation``:
+    today's value of each of :data:`VISION_SETTINGS` and :data:`NMT_SETTINGS` (default:
+    :func:`vision_defaults`, :func:`nmt_defaults`)."""
     lines = read_lines(sorted(results_dir.glob("quality_vision*.jsonl")), "quality_vision")
     vision_every = vision_runs(lines, vision_defaults() if vision is None else vision)
     vision_best = best_rate(latest(vision_every))
     nmt_lines = read_lines(sorted(results_dir.glob("quality_nmt*.jsonl")), "quality_nmt")
-    nmt_every = nmt_runs(
-        nmt_lines,
-        default_dropout() if dropout is None else dropout,
-        default_smoothing() if smoothing is None else smoothing,
-        default_width() if width is None else width,
-    )
+    nmt_every = nmt_runs(nmt_lines, nmt_defaults() if translation is None else translation)
     nmt_latest = latest(nmt_every)
     return Quality(vision_best, cells(vision_best), nmt_latest, cells(nmt_latest), vision_every, nmt_every)
 
@@ -788,18 +815,22 @@ def speed_rows(figures: Mapping[tuple, Cell], ours: str, loop: str, prefix: str)
     return rows
 
 
+def changes(table: tuple[Setting, ...], today: Mapping[str, Any]) -> str:
+    """The changes of a head's defaults since its first runs, oldest first, in words."""
+    return "; ".join(setting.change for setting in table if setting.changed(today))
+
+
 def render(
     results_dir: Path,
     figures_dir: Path | None,
     vision: Mapping[str, Any] | None = None,
-    dropout: float | str | None = None,
-    smoothing: float | None = None,
-    width: tuple[int, int] | None = None,
+    translation: Mapping[str, Any] | None = None,
 ) -> str:
     """The page's Markdown; with ``figures_dir``, the figures are written there too.
-    ``vision``, ``dropout``, ``smoothing`` and ``width``: as :func:`measure` takes them."""
+    ``vision`` and ``translation``: as :func:`measure` takes them."""
     today = vision_defaults() if vision is None else vision
-    quality = measure(results_dir, today, dropout, smoothing, width)
+    nmt_today = nmt_defaults() if translation is None else translation
+    quality = measure(results_dir, today, nmt_today)
     vision, nmt = quality.vision, quality.nmt
     if figures_dir is not None:
         if vision:
@@ -820,7 +851,8 @@ def render(
     return PAGE_TEMPLATE.format(
         vision=defaults_table(vision, DEFAULTS, LOOP) if vision else "(no results)",
         vision_float32=float32_budgets(quality.vision_runs),
-        vision_changes="; ".join(setting.change for setting in VISION_SETTINGS if today[setting.key] != setting.legacy),
+        vision_changes=changes(VISION_SETTINGS, today),
+        nmt_changes=changes(NMT_SETTINGS, nmt_today),
         history=history or "(none)",
         levers=levers or "(none)",
         nmt=defaults_table(nmt, NMT_DEFAULTS, NMT_LOOP, what="corpus") if nmt else "(no results)",
@@ -888,13 +920,9 @@ the same minutes. What was tried for the translation defaults, and why they are 
 
 ### History
 
-Translation trains in bf16 autocast where the hardware computes bfloat16
-(`trainer.precision=auto`; before, in float32) and sizes `transformer_mini`'s dropout to the
-planned passes over the corpus (`model.dropout: auto`; before, 0.1 at every budget), switched on
-from half its full rate (before, at any rate the plan asked for); `transformer_mini` is 192 wide
-with a feed-forward of 768 (before, 256 and 1,024; the plain loop takes the same sizes). Each earlier
-recipe against the defaults it was replaced by, at the same corpus, budget and seeds (its figure
-first, then theirs, and the difference):
+The defaults changed since the first runs, oldest change first: {nmt_changes}.
+Each earlier recipe against the recipe that replaced it, at the same corpus, budget and seeds (its
+figure first, then theirs, and the difference):
 
 {nmt_history}
 

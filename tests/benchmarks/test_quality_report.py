@@ -9,11 +9,23 @@ import functools
 import json
 from pathlib import Path
 
+from omegaconf import OmegaConf
+
 from benchmarks import quality_report
 from benchmarks.quality_report import DEFAULTS, LOOP, NMT_DEFAULTS, NMT_LOOP, PATCH, Contender
 
 NMT_FLOAT32 = f"{NMT_DEFAULTS}, float32"
 WIDE = quality_report.LEGACY_WIDTH  # the width of rows that record none
+
+
+def translation(dropout: float | str = 0.1, smoothing: float = 0.1, width: tuple[int, int] = WIDE) -> dict:
+    """Translation defaults of a day after bf16 autocast (and before any later change unless named)."""
+    return {**quality_report.LEGACY_NMT, "precision": "auto", "dropout": dropout, "label_smoothing": smoothing, "width": width}
+
+
+def nmt_contender(row: dict, *today: object) -> Contender:
+    """The row's contender under the translation defaults of :func:`translation` ``(*today)``."""
+    return quality_report.nmt_contender(row, translation(*today))
 VISION = {**quality_report.LEGACY_VISION, "stem": "conv"}  # the convolutional stem, and no later change of the recipe
 
 
@@ -61,7 +73,7 @@ def cells_of(page: str, start: str) -> list[str]:
 
 def test_tables_take_the_latest_run_the_loops_best_rate_and_the_mean_of_seeds(tmp_path: Path) -> None:
     write_results(tmp_path / "results")
-    page = quality_report.render(tmp_path / "results", tmp_path / "figures", VISION, dropout=0.1, width=WIDE)  # the lines'
+    page = quality_report.render(tmp_path / "results", tmp_path / "figures", VISION, translation())  # the lines'
     cells = cells_of(page, "| glyphs | 3 epochs |")
     assert cells[2] == "25.0"  # the loop's best of its rates 1e-3, 2e-3, 4e-3
     assert cells[3] == "50.0 (40.0-60.0, 2 seeds)"  # conv stem: the override of seed 0, the default of seed 1
@@ -120,7 +132,8 @@ def test_contenders_are_named_by_their_warmup_cap_and_set_against_the_defaults_t
     old_lever = contender({"contender": "vision.train defaults + model.layer_scale=1e-4"}, conv)
     assert old_lever == Contender(f"{DEFAULTS}, warmup cap 0.1 + model.layer_scale=1e-4", f"{DEFAULTS}, warmup cap 0.1", "model.layer_scale=1e-4")
     patch = contender({"contender": "vision.train defaults"}, {"model": {"stem": "patch"}})
-    assert patch == Contender(f"{PATCH}, warmup cap 0.1", f"{DEFAULTS}, warmup cap 0.1", "model.stem=patch")
+    # newest change first: the name of the recipe it is set against begins its own
+    assert patch == Contender(f"{DEFAULTS}, warmup cap 0.1, linear patch embedding", f"{DEFAULTS}, warmup cap 0.1", "model.stem=patch")
 
 
 def test_contenders_are_named_by_their_beta2_set_by_a_row_or_by_its_overrides() -> None:
@@ -141,7 +154,7 @@ def test_contenders_are_named_by_their_beta2_set_by_a_row_or_by_its_overrides() 
     assert beta1 == Contender(f"{DEFAULTS}, beta2 0.999 + module.betas=[0.8,0.99]", f"{DEFAULTS}, beta2 0.999", "module.betas=[0.8,0.99]")
     # an earlier recipe is set against the one that differs in its newest change alone
     older = contender({"contender": "vision.train defaults"}, conv)
-    assert older == Contender(f"{DEFAULTS}, warmup cap 0.1, beta2 0.999", f"{DEFAULTS}, beta2 0.999", "budget.max_warmup_fraction=0.1")
+    assert older == Contender(f"{DEFAULTS}, beta2 0.999, warmup cap 0.1", f"{DEFAULTS}, beta2 0.999", "budget.max_warmup_fraction=0.1")
 
 
 def test_contenders_are_named_by_their_stem_convolutions_which_only_a_convolutional_stem_has() -> None:
@@ -183,7 +196,7 @@ def test_the_defaults_before_a_change_of_recipe_are_a_lever_of_todays(tmp_path: 
 def test_translation_runs_are_named_by_their_precision_and_float32_is_history(tmp_path: Path) -> None:
     """A row that recorded no precision trained in float32 (before ``trainer.precision=auto``); the
     float32 ablation of today's defaults is the same recipe; budgets only float32 reached are listed."""
-    contender = quality_report.nmt_contender
+    contender = nmt_contender
     cli = "nlp.train (transformer_mini)"
     assert contender({"contender": NMT_LOOP}) == Contender(NMT_LOOP)
     assert contender({"contender": cli, "precision": "bf16-mixed"}) == Contender(NMT_DEFAULTS)
@@ -205,7 +218,7 @@ def test_translation_runs_are_named_by_their_precision_and_float32_is_history(tm
         nmt("2026-01-02T00:00:01", [{"corpus": "toy", "minutes": 8.0, "contender": f"{cli} + trainer.precision=32-true",
                                      "bleu": 11.0, "precision": "32-true"}]),
     ]) + "\n")
-    page = quality_report.render(folder, None, dropout=0.1, width=WIDE)  # the lines ran with the dropout and width of then
+    page = quality_report.render(folder, None, translation=translation())  # the lines ran with the dropout and width of then
     assert cells_of(page, "| toy | 8 minutes |")[2:5] == ["4.0", "14.0", "+10.0"]
     assert "- **Float32 instead of bf16 autocast** (`trainer.precision=32-true`), against today's defaults:\n" \
         "    - toy, 8 minutes: 11.0 against 14.0 (-3.0)" in page  # the ablation replaces the older float32 run
@@ -228,7 +241,7 @@ def test_a_pair_at_equal_steps_is_a_lever_in_words_and_no_budget_of_the_tables(t
             {"corpus": "toy", "max_steps": 2300, "contender": f"{cli} + module.label_smoothing=0", "bleu": 22.5, **today},
         ],
     }) + "\n")
-    page = quality_report.render(folder, None, dropout="auto", width=WIDE)
+    page = quality_report.render(folder, None, translation=translation("auto"))
     assert "    - toy, 2300 steps: 22.5 against 21.0 (+1.5)" in page
     assert cells_of(page, "| toy | 8 minutes |")[2:5] == ["5.0", "20.0", "+15.0"]
     assert "| toy | 2300 steps |" not in page
@@ -257,11 +270,11 @@ def test_a_lever_is_set_against_the_defaults_run_of_its_session_and_the_table_sh
         nmt("2026-01-01T10:20:00+00:00", [run(28.0, " + module.lr=3e-3")]),
         nmt("2026-01-02T09:00:00+00:00", [run(24.0), loop("toy"), run(20.0, corpus="other")]),
     ]) + "\n")
-    page = quality_report.render(folder, None, dropout="auto", width=WIDE)
+    page = quality_report.render(folder, None, translation=translation("auto"))
     assert "    - toy, 8 minutes: 28.0 against 30.0 (-2.0)" in page  # not against the next day's 24.0
     assert cells_of(page, "| toy | 8 minutes |")[2:] == ["2.0", "24.0", "+22.0", "3.00x"]
     assert cells_of(page, "| other | 8 minutes |")[2:] == ["2.0", "20.0", "+18.0", "-"]  # a day apart: no speed ratio
-    (effect,) = quality_report.measure(folder, dropout="auto", width=WIDE).nmt_effects["module.lr=3e-3"]
+    (effect,) = quality_report.measure(folder, translation=translation("auto")).nmt_effects["module.lr=3e-3"]
     assert (effect.base.mean, effect.lever.mean) == (30.0, 28.0)
 
 
@@ -271,7 +284,7 @@ def test_translation_rows_of_another_dropout_are_an_earlier_recipe() -> None:
     masks with PyTorch's sampler, and rows marked ``epoch_bound`` stopped at the default epoch bound
     before their time ran out; under today's defaults all are earlier recipes, and their ablations
     are set against them."""
-    contender = quality_report.nmt_contender
+    contender = nmt_contender
     cli = "nlp.train (transformer_mini)"
     today = {"precision": "bf16-mixed", "dropout": "auto", "min_dropout": 0.05}
     assert contender({"contender": cli, **today}, "auto") == Contender(NMT_DEFAULTS)
@@ -298,7 +311,7 @@ def test_label_smoothing_of_the_defaults_of_their_time_is_history_under_other_de
     """Rows that recorded no label smoothing ran with 0.1. Under defaults of 0.1 hard targets are a
     lever; under hard targets the rows of 0.1 are an earlier recipe, each set against the recipe
     without its oldest difference, and the lever's rows are the defaults."""
-    contender = quality_report.nmt_contender
+    contender = nmt_contender
     cli = "nlp.train (transformer_mini)"
     today = {"precision": "bf16-mixed", "dropout": "auto", "min_dropout": 0.05}
     hard = {"contender": f"{cli} + module.label_smoothing=0", **today}
@@ -327,7 +340,7 @@ def test_the_width_of_the_defaults_of_their_time_is_history_under_a_narrower_def
     a lever; under a default of 192 and 768 its rows (and rows that recorded that width) are the
     defaults, the rows of 256 an earlier recipe (also where their own overrides set it, so one run of
     that recipe has one name), and another width a lever."""
-    contender = quality_report.nmt_contender
+    contender = nmt_contender
     cli = "nlp.train (transformer_mini)"
     today = {"precision": "bf16-mixed", "dropout": "auto", "min_dropout": 0.05, "label_smoothing": 0.1}
     narrow, narrowed = (192, 768), {"contender": f"{cli} + model.dim=192 + model.ffn_dim=768", **today}
@@ -413,3 +426,17 @@ def test_budgets_measured_only_before_today_take_the_newest_earlier_recipe(tmp_p
     assert "- glyphs, 3 epochs: 60.0 with the earlier defaults (beta2 0.999) against the loop's 20.0 (+40.0)." in page
     # the history names the changes of today's recipe, oldest first
     assert "oldest change first: the convolutional stem replaced the linear patch embedding; Adam's beta2 (`module.betas`) was lowered." in page
+
+
+def test_todays_translation_recipe_is_read_from_the_composed_config_and_its_changes_named() -> None:
+    """``nmt_defaults`` composes the config ``quality_nmt`` trains with; the translation history
+    names each change of the recipe's table, oldest first, and not label smoothing while it is its
+    first default."""
+    preset = OmegaConf.load(Path(quality_report.CONF) / "model" / "transformer_mini.yaml")
+    today = quality_report.nmt_defaults()
+    assert today["width"] == (preset.model.dim, preset.model.ffn_dim) and today["dropout"] == preset.model.dropout
+    assert today["precision"] == "auto" and today["epoch_bound"] is None
+    words = quality_report.changes(quality_report.NMT_SETTINGS, today)
+    assert words.startswith("training moved from float32 to bf16 autocast") and "narrowed" in words
+    assert "label smoothing" not in words
+    assert "label smoothing changed" in quality_report.changes(quality_report.NMT_SETTINGS, {**today, "label_smoothing": 0.0})

@@ -119,12 +119,15 @@ def translation_table(results: Results) -> str:
 
 
 def lever_effects(results: Results, lever: str, head: str = "") -> list[quality_report.Effect]:
-    """The lever's effects in the vision results, else in the translation results (``head``:
-    ``vision`` or ``nlp`` for one head's, where both measured the override): against today's
+    """The lever's effects in the vision or the translation results (``head``: ``vision`` or
+    ``nlp``, which a marker must name where both heads measured the override): against today's
     defaults where it was measured against them, else against the earlier defaults it changed."""
     quality = results.quality
     vision = quality.vision_effects.get(lever) if head in ("", "vision") else None
-    found = vision or (quality.nmt_effects.get(lever) if head in ("", "nlp") else None)
+    translation = quality.nmt_effects.get(lever) if head in ("", "nlp") else None
+    if vision and translation:
+        raise LookupError(f"both heads measure the lever {lever!r}; name one: {lever}:vision or {lever}:nlp")
+    found = vision or translation
     if not found:
         raise LookupError(f"the quality results measure no lever {lever!r}")
     today = [effect for effect in found if effect.against in (DEFAULTS, NMT_DEFAULTS)]

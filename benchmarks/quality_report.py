@@ -118,6 +118,7 @@ LEVER_NAMES = {
     "model.dim=256 + model.ffn_dim=1024": "The wider model: width 256 and feed-forward 1,024 instead of 192 and 768",
     "model.encoder_depth=4 + model.decoder_depth=2": "A deeper encoder and a shallower decoder: 4 + 2 layers instead of 3 + 3",
     "module.lr=3e-3": "A peak rate of 3e-3 instead of 2e-3",
+    f"{SMOOTHING}{AUTO}": "Label smoothing sized to the planned passes (none up to 3, 0.1 from 10) instead of 0.1 at every budget",
     "+callbacks.ema._target_=lightning.pytorch.callbacks.EMAWeightAveraging":
         "An exponential moving average of the weights (decay 0.999) for validation, testing and the checkpoints",
 }
@@ -224,6 +225,11 @@ class Width(Setting):
         return tuple(int(OmegaConf.select(config, f"{self.config_path}.{key}")) for key in WIDTH)  # type: ignore[return-value]
 
 
+def rate_or_auto(value: Any) -> float | str:
+    """A rate as a float, or ``auto`` (sized to the run's plan) as it is."""
+    return value if value == AUTO else float(value)
+
+
 def recorded_precision(row: Mapping[str, Any]) -> str:
     """A translation row's precision: float32 where it recorded that or none (before
     ``trainer.precision=auto``), else what ``auto`` chose."""
@@ -288,9 +294,10 @@ NMT_SETTINGS = (
         recorded=lambda row: row.get("epoch_bound"), earlier=(LEGACY_EPOCH_BOUND,),
     ),
     Setting(
-        "label_smoothing", LEGACY_SMOOTHING, "module.label_smoothing", prefixed(SMOOTHING, float),
+        "label_smoothing", LEGACY_SMOOTHING, "module.label_smoothing", prefixed(SMOOTHING, rate_or_auto),
         lambda smoothing: f"{SMOOTHING}{smoothing:g}", lambda smoothing: f"label smoothing {smoothing:g}",
-        "label smoothing changed (`module.label_smoothing`)", strict=True,
+        "label smoothing changed (`module.label_smoothing`)",
+        recorded=lambda row: rate_or_auto(row["label_smoothing"]) if "label_smoothing" in row else None, strict=True,
     ),
     Width(
         "width", LEGACY_WIDTH, "model", lambda override: override if override.startswith(WIDTH_OVERRIDES) else None,

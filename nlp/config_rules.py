@@ -19,6 +19,7 @@ RULES: tuple[Rule, ...] = (
     Rule(("model.max_len",), MAX_LEN),
     Rule(("model.dropout",), or_auto(FRACTION)),  # auto: sized to the planned passes (nlp.recipe)
     Rule(("model.word_dropout",), FRACTION),
+    Rule(("module.label_smoothing",), or_auto(FRACTION)),  # auto: sized to the planned passes (nlp.recipe)
     Rule(("module.eps",), POSITIVE),
     Rule(("module.length_penalty",), NON_NEGATIVE),
     Rule(("module.warmup_steps",), POSITIVE_INT),  # the inverse square root divides by it

@@ -34,7 +34,7 @@ from nlp.decoding import (
 from nlp.data.encoding import encode_sources
 from nlp.model import Seq2SeqTransformer
 from nlp.data.tokenizer import SubwordTokenizer
-from nlp.recipe import FULL_DROPOUT, dropout as planned_dropout
+from nlp.recipe import FULL_DROPOUT, FULL_SMOOTHING, dropout as planned_dropout, label_smoothing as planned_smoothing
 
 log = logging.getLogger(__name__)
 
@@ -74,7 +74,10 @@ class TranslationModule(FollowsThePlan, pl.LightningModule):
         betas: Adam's beta1, beta2.
         eps: Adam's epsilon.
         weight_decay: L2 penalty of Adam (0 in the paper).
-        label_smoothing: epsilon_ls of label smoothing (0.1 in the paper).
+        label_smoothing: epsilon_ls of label smoothing (0.1 in the paper); ``auto``: the training
+            loss's is sized to the run's planned passes over the corpus (:mod:`nlp.recipe`), and
+            ``val/loss`` and ``test/loss`` are smoothed at the full 0.1, so they compare across
+            epochs and runs.
         bleu_every_n_epochs: how often validation also decodes and scores BLEU.
         beam_size: beam width of the test-time search (4 in the paper).
         length_penalty: alpha of the GNMT length penalty (0.6 in the paper).
@@ -100,7 +103,7 @@ class TranslationModule(FollowsThePlan, pl.LightningModule):
         betas: tuple[float, float] = (0.9, 0.98),
         eps: float = 1e-9,
         weight_decay: float = 0.0,
-        label_smoothing: float = 0.1,
+        label_smoothing: float | str = 0.1,
         bleu_every_n_epochs: int = 1,
         beam_size: int = 4,
         length_penalty: float = 0.6,
@@ -118,6 +121,7 @@ class TranslationModule(FollowsThePlan, pl.LightningModule):
         full = {"dropout": FULL_DROPOUT} if model.get("dropout") == AUTO else {}
         self.net = Seq2SeqTransformer(vocab_size, vocab_size, **special_ids, **{**model, **full})
         self.auto_dropout: float | None = None  # the auto dropout in force
+        self.auto_smoothing: float | None = None  # the auto label smoothing of the training loss in force
         self.bleu, self.chrf = BLEU(), CHRF()
         # The unsmoothed cross entropy of validation and test, weighted by tokens and summed over processes.
         self.nll = torch.nn.ModuleDict({stage: MeanMetric() for stage in ("val", "test")})
@@ -137,36 +141,55 @@ class TranslationModule(FollowsThePlan, pl.LightningModule):
         logits = self.net(batch["source"], target_in, predicted)  # (N, V) for the N predicted tokens
         return logits.float(), target_out[predicted]
 
-    def smoothed(self, logits: Tensor, targets: Tensor) -> Tensor:
-        """Mean label-smoothed cross entropy per target token (Section 5.4)."""
-        return F.cross_entropy(logits, targets, label_smoothing=self.hparams.label_smoothing)
+    def smoothing(self, training: bool) -> float:
+        """The label smoothing of the training loss (``training``) or of the evaluation's: the
+        setting; with ``auto``, the planned one in training (none before a plan) and the full
+        :data:`nlp.recipe.FULL_SMOOTHING` in evaluation."""
+        setting = self.hparams.label_smoothing
+        if setting != AUTO:
+            return float(setting)
+        return (self.auto_smoothing or 0.0) if training else FULL_SMOOTHING
+
+    def smoothed(self, logits: Tensor, targets: Tensor, training: bool) -> Tensor:
+        """Mean label-smoothed cross entropy per target token (Section 5.4), at :meth:`smoothing`."""
+        return F.cross_entropy(logits, targets, label_smoothing=self.smoothing(training))
 
     def loss(self, batch: Batch) -> tuple[Tensor, int]:
-        """Mean label-smoothed cross entropy per target token, and the number of tokens."""
+        """Mean label-smoothed cross entropy per target token of the training loss, and the number of tokens."""
         logits, targets = self.predictions(batch)
-        return self.smoothed(logits, targets), len(targets)
+        return self.smoothed(logits, targets, training=True), len(targets)
 
     def follow_plan(self) -> None:
-        """With ``model.dropout: auto``, set every dropout layer of the network to
-        :func:`nlp.recipe.dropout` of the planned passes (:func:`core.training.plan.budget.run_plan`,
-        the same on every process) at the start of an epoch; log it when it changes."""
-        if self.hparams.model.get("dropout") != AUTO:
+        """Size the settings left at ``auto`` to the planned passes over the corpus
+        (:func:`core.training.plan.budget.run_plan`, the same on every process) at the start of an
+        epoch: every dropout layer of the network to :func:`nlp.recipe.dropout` (``model.dropout``),
+        the training loss's label smoothing to :func:`nlp.recipe.label_smoothing`
+        (``module.label_smoothing``); log each when it changes."""
+        auto_dropout = self.hparams.model.get("dropout") == AUTO
+        auto_smoothing = self.hparams.label_smoothing == AUTO
+        if not (auto_dropout or auto_smoothing):
             return
         plan = self.followed_plan = run_plan(self.trainer)
         epochs = plan.epochs if plan is not None else 0.0
-        rate = planned_dropout(epochs, self.auto_dropout or 0.0)
-        for layer in self.net.modules():
-            if isinstance(layer, torch.nn.Dropout):
-                layer.p = rate
-        if rate != self.auto_dropout:
-            log.info("dropout %.3g for %.3g planned passes over the corpus (model.dropout=auto)", rate, epochs)
-            self.auto_dropout = rate
+        if auto_dropout:
+            rate = planned_dropout(epochs, self.auto_dropout or 0.0)
+            for layer in self.net.modules():
+                if isinstance(layer, torch.nn.Dropout):
+                    layer.p = rate
+            if rate != self.auto_dropout:
+                log.info("dropout %.3g for %.3g planned passes over the corpus (model.dropout=auto)", rate, epochs)
+                self.auto_dropout = rate
+        if auto_smoothing:
+            smoothing = planned_smoothing(epochs)
+            if smoothing != self.auto_smoothing:
+                log.info("label smoothing %.3g for %.3g planned passes over the corpus (module.label_smoothing=auto)", smoothing, epochs)
+                self.auto_smoothing = smoothing
 
     def on_train_batch_start(self, batch: Any, batch_idx: int) -> None:
-        """The dropout follows the plan at the start of each epoch only (:meth:`follow_plan`), not
-        from a time budget's first plan in the middle of the first: made from the first timed
-        steps, that one runs ahead of the pace the run keeps, and could switch the dropout on for
-        good (:func:`nlp.recipe.dropout`)."""
+        """The dropout and label smoothing follow the plan at the start of each epoch only
+        (:meth:`follow_plan`), not from a time budget's first plan in the middle of the first: made
+        from the first timed steps, that one runs ahead of the pace the run keeps, and could switch
+        the dropout on for good (:func:`nlp.recipe.dropout`)."""
 
     def training_step(self, batch: Batch, batch_idx: int) -> Tensor:
         """The label-smoothed loss of one batch, logged per target token."""
@@ -245,7 +268,7 @@ class TranslationModule(FollowsThePlan, pl.LightningModule):
         """Log the loss of ``batch``, and gather its unsmoothed negative log-likelihood for the
         epoch's ``nll`` and ``ppl``; with ``decode``, also translate it for the epoch's BLEU."""
         logits, targets = self.predictions(batch)
-        self.log(f"{stage}/loss", self.smoothed(logits, targets), prog_bar=True, batch_size=len(targets), sync_dist=True)
+        self.log(f"{stage}/loss", self.smoothed(logits, targets, training=False), prog_bar=True, batch_size=len(targets), sync_dist=True)
         self.nll[stage].update(F.cross_entropy(logits, targets), weight=len(targets))
         if decode:
             self.hypotheses += self.translate_ids(batch["source"], beam_size)

@@ -42,7 +42,7 @@ RULES: tuple[Rule, ...] = (
     Rule(("model.mlp_ratio", "model.norm_eps"), POSITIVE),
     Rule(("model.layer_scale",), optional(POSITIVE)),
     Rule(("model.drop_path",), or_auto(FRACTION)),
-    Rule(("model.dropout",), FRACTION),
+    Rule(("model.dropout", "module.label_smoothing"), FRACTION),
     Rule(("model.pool",), POOL),
     Rule(("model.pos_embed",), POS_EMBED),
     Rule(("model.weight_init",), WEIGHT_INIT),

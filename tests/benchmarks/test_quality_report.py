@@ -18,7 +18,7 @@ NMT_FLOAT32 = f"{NMT_DEFAULTS}, float32"
 WIDE = quality_report.LEGACY_WIDTH  # the width of rows that record none
 
 
-def translation(dropout: float | str = 0.1, smoothing: float = 0.1, width: tuple[int, int] = WIDE) -> dict:
+def translation(dropout: float | str = 0.1, smoothing: float | str = 0.1, width: tuple[int, int] = WIDE) -> dict:
     """Translation defaults of a day after bf16 autocast (and before any later change unless named)."""
     return {**quality_report.LEGACY_NMT, "precision": "auto", "dropout": dropout, "label_smoothing": smoothing, "width": width}
 
@@ -440,3 +440,13 @@ def test_todays_translation_recipe_is_read_from_the_composed_config_and_its_chan
     assert words.startswith("training moved from float32 to bf16 autocast") and "narrowed" in words
     assert "label smoothing" not in words
     assert "label smoothing changed" in quality_report.changes(quality_report.NMT_SETTINGS, {**today, "label_smoothing": 0.0})
+
+
+def test_label_smoothing_sized_to_the_plan_is_a_lever_and_a_recipe_when_it_is_the_default() -> None:
+    cli = "nlp.train (transformer_mini)"
+    row = {"precision": "bf16-mixed", "dropout": "auto", "min_dropout": 0.05, "label_smoothing": "auto"}
+    lever = nmt_contender({"contender": f"{cli} + module.label_smoothing=auto", **row}, "auto", 0.1)
+    assert lever == Contender(f"{NMT_DEFAULTS} + module.label_smoothing=auto", NMT_DEFAULTS, "module.label_smoothing=auto")
+    assert nmt_contender({"contender": cli, **row}, "auto", "auto") == Contender(NMT_DEFAULTS)
+    fixed = nmt_contender({"contender": cli, **row, "label_smoothing": 0.1}, "auto", "auto")
+    assert fixed == Contender(f"{NMT_DEFAULTS}, label smoothing 0.1", NMT_DEFAULTS, "module.label_smoothing=0.1")

@@ -1,5 +1,5 @@
-"""Dropout sized to the planned passes over the corpus (``model.dropout: auto``, :mod:`nlp.recipe`):
-the rule, and a real run that follows its plan."""
+"""Dropout and label smoothing sized to the planned passes over the corpus (``model.dropout: auto``,
+``module.label_smoothing: auto``, :mod:`nlp.recipe`): the rules, and real runs that follow their plan."""
 
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ from core.training.runner import train
 from nlp import recipe
 from nlp.data.tokenizer import SubwordTokenizer
 from nlp.module import TranslationModule
-from nlp.recipe import FULL_DROPOUT, FULL_EPOCHS, MIN_DROPOUT, START_EPOCHS, dropout
+from nlp.recipe import FULL_DROPOUT, FULL_EPOCHS, FULL_SMOOTHING, MIN_DROPOUT, START_EPOCHS, dropout, label_smoothing
 from tests.nlp.conftest import nlp_config
 from tests.nlp.test_module import TINY, toy_batch
 
@@ -94,3 +94,35 @@ def test_a_time_budget_decides_its_dropout_at_an_epoch_start_not_from_its_first_
     assert all(rates == {0.0} for _, rates in first_epoch)  # but no dropout before the next epoch
     later = [rates for epoch, _, rates in seen if epoch > 0]
     assert later and all(rates == {FULL_DROPOUT} for rates in later)
+
+
+def test_no_label_smoothing_for_a_few_passes_the_papers_for_many_and_no_threshold() -> None:
+    assert [label_smoothing(epochs) for epochs in (0.0, 1.0, START_EPOCHS, float("nan"))] == [0.0] * 4
+    assert label_smoothing(FULL_EPOCHS) == label_smoothing(100.0) == FULL_SMOOTHING == 0.1  # Section 5.4
+    between = math.sqrt(START_EPOCHS * FULL_EPOCHS)  # halfway in log(passes)
+    assert label_smoothing(between) == pytest.approx(FULL_SMOOTHING / 2)
+    assert 0.0 < label_smoothing(4.0) < MIN_DROPOUT and dropout(4.0) == 0.0  # on at once, where the dropout waits for its minimum
+
+
+def test_auto_label_smoothing_follows_the_plan_in_training_and_evaluates_at_the_full_rate(
+    toy_tokenizer: SubwordTokenizer, caplog: pytest.LogCaptureFixture
+) -> None:
+    module = TranslationModule(model=TINY, tokenizer=toy_tokenizer.to_json(), label_smoothing="auto")
+    batch = toy_batch(toy_tokenizer)
+    logits, targets = module.predictions(batch)
+    assert module.smoothing(training=True) == 0.0  # no plan yet: hard targets
+    torch.testing.assert_close(module.loss(batch)[0], torch.nn.functional.cross_entropy(logits, targets))
+    trainer = pl.Trainer(
+        max_epochs=7, accelerator="cpu", logger=False, enable_checkpointing=False, enable_progress_bar=False,
+        enable_model_summary=False, num_sanity_val_steps=0, limit_val_batches=0,
+    )
+    with caplog.at_level("INFO"):
+        trainer.fit(module, DataLoader([batch], batch_size=None))
+    planned = label_smoothing(7.0)
+    assert 0.0 < planned < FULL_SMOOTHING and module.smoothing(training=True) == pytest.approx(planned)
+    assert f"label smoothing {planned:.3g} for 7 planned passes over the corpus (module.label_smoothing=auto)" in caplog.text
+    assert module.smoothing(training=False) == FULL_SMOOTHING  # val/loss and test/loss compare across epochs and runs
+    with torch.no_grad():
+        logits, targets = module.predictions(batch)
+        expected = torch.nn.functional.cross_entropy(logits, targets, label_smoothing=planned)
+        torch.testing.assert_close(module.loss(batch)[0], expected)

@@ -88,10 +88,9 @@ RULES: tuple[Rule, ...] = (
     Rule(("callbacks.divergence.spike_factor",), optional(ABOVE_ONE)),
     Rule(("module.lr",), POSITIVE),
     Rule(("module.weight_decay",), NON_NEGATIVE),
-    Rule(("module.label_smoothing",), FRACTION),
     Rule(("module.betas",), BETAS),
     Rule(("model.dim", "model.num_heads"), POSITIVE_INT),
-    Rule(("model.attn_dropout",), FRACTION),  # model.dropout: each head's rules (nlp sizes an auto one)
+    Rule(("model.attn_dropout",), FRACTION),  # model.dropout, module.label_smoothing: each head's rules (nlp sizes auto ones)
     Rule(("model.activation",), ACTIVATION),
     Rule(("data.num_workers",), optional(NON_NEGATIVE_INT)),
 )

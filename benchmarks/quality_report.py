@@ -230,6 +230,11 @@ def rate_or_auto(value: Any) -> float | str:
     return value if value == AUTO else float(value)
 
 
+def rate_text(rate: float | str) -> str:
+    """A rate as the overrides write it (``0.1``, ``0``), or ``auto``."""
+    return rate if isinstance(rate, str) else f"{rate:g}"
+
+
 def recorded_precision(row: Mapping[str, Any]) -> str:
     """A translation row's precision: float32 where it recorded that or none (before
     ``trainer.precision=auto``), else what ``auto`` chose."""
@@ -295,7 +300,7 @@ NMT_SETTINGS = (
     ),
     Setting(
         "label_smoothing", LEGACY_SMOOTHING, "module.label_smoothing", prefixed(SMOOTHING, rate_or_auto),
-        lambda smoothing: f"{SMOOTHING}{smoothing:g}", lambda smoothing: f"label smoothing {smoothing:g}",
+        lambda smoothing: f"{SMOOTHING}{rate_text(smoothing)}", lambda smoothing: f"label smoothing {rate_text(smoothing)}",
         "label smoothing changed (`module.label_smoothing`)",
         recorded=lambda row: rate_or_auto(row["label_smoothing"]) if "label_smoothing" in row else None, strict=True,
     ),

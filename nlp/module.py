@@ -13,7 +13,6 @@ from lightning.pytorch.trainer.states import TrainerFn
 from lightning.pytorch.utilities import rank_zero_only
 from sacrebleu.metrics import BLEU, CHRF
 from torch import Tensor
-from torchmetrics import MeanMetric
 
 import core
 from core.errors import InputError
@@ -123,8 +122,9 @@ class TranslationModule(FollowsThePlan, pl.LightningModule):
         self.auto_dropout: float | None = None  # the auto dropout in force
         self.auto_smoothing: float | None = None  # the auto label smoothing of the training loss in force
         self.bleu, self.chrf = BLEU(), CHRF()
-        # The unsmoothed cross entropy of validation and test, weighted by tokens and summed over processes.
-        self.nll = torch.nn.ModuleDict({stage: MeanMetric() for stage in ("val", "test")})
+        # Per stage, the unsmoothed cross entropy summed over the epoch's target tokens and their count, in
+        # float64 and outside the module's state, so a model cast to 16 bits keeps exact totals.
+        self.nll_totals: dict[str, Tensor] = {}
         self.hypotheses: list[str] = []
         self.references: list[str] = []
         self.decode_validation = False
@@ -269,21 +269,23 @@ class TranslationModule(FollowsThePlan, pl.LightningModule):
         epoch's ``nll`` and ``ppl``; with ``decode``, also translate it for the epoch's BLEU."""
         logits, targets = self.predictions(batch)
         self.log(f"{stage}/loss", self.smoothed(logits, targets, training=False), prog_bar=True, batch_size=len(targets), sync_dist=True)
-        self.nll[stage].update(F.cross_entropy(logits, targets), weight=len(targets))
+        totals = torch.stack([F.cross_entropy(logits, targets, reduction="sum").detach(), targets.new_tensor(len(targets))])
+        self.nll_totals[stage] = self.nll_totals.get(stage, 0) + totals.double()
         if decode:
             self.hypotheses += self.translate_ids(batch["source"], beam_size)
             self.references += [self.tokenizer.decode(row.tolist()) for row in batch["target"]]
 
     def log_nll(self, stage: str) -> None:
-        """Log ``<stage>/nll``, the cross entropy per target token without label smoothing (natural
-        log, every process's tokens), and ``<stage>/ppl``, its exponential, the perplexity."""
-        metric = self.nll[stage]
-        if not metric.update_called:
+        """Log ``<stage>/nll``, the cross entropy per target token of the epoch without label
+        smoothing (natural log; the totals summed over processes), and ``<stage>/ppl``, its
+        exponential, the perplexity."""
+        totals = self.nll_totals.pop(stage, None)
+        if totals is None:
             return
-        nll = metric.compute()
-        metric.reset()
-        self.log(f"{stage}/nll", nll)
-        self.log(f"{stage}/ppl", nll.exp())
+        nll, tokens = self.trainer.strategy.reduce(totals, reduce_op="sum")
+        mean = nll / tokens
+        self.log(f"{stage}/nll", mean.float())
+        self.log(f"{stage}/ppl", mean.exp().float())
 
     def log_bleu(self, stage: str) -> None:
         """Corpus BLEU and chrF of the collected translations (their sacreBLEU signatures go to the

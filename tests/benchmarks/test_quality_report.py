@@ -450,3 +450,6 @@ def test_label_smoothing_sized_to_the_plan_is_a_lever_and_a_recipe_when_it_is_th
     assert nmt_contender({"contender": cli, **row}, "auto", "auto") == Contender(NMT_DEFAULTS)
     fixed = nmt_contender({"contender": cli, **row, "label_smoothing": 0.1}, "auto", "auto")
     assert fixed == Contender(f"{NMT_DEFAULTS}, label smoothing 0.1", NMT_DEFAULTS, "module.label_smoothing=0.1")
+    # under a later default, the rows of auto are an earlier recipe
+    planned = nmt_contender({"contender": cli, **row}, "auto", 0.05)
+    assert planned == Contender(f"{NMT_DEFAULTS}, label smoothing auto", NMT_DEFAULTS, "module.label_smoothing=auto")

@@ -73,6 +73,10 @@ def test_validation_logs_the_unsmoothed_nll_and_its_perplexity_over_all_tokens(
     torch.testing.assert_close(metrics["val/nll"], every.mean())
     torch.testing.assert_close(metrics["val/ppl"], every.mean().exp())
     assert abs(float(metrics["val/loss"]) - float(metrics["val/nll"])) > 1e-3  # the logged loss is the smoothed one
+    # A model cast to 16 bits keeps its totals in float64: the same figure, to bfloat16's rounding of the weights.
+    in_bf16 = pl.Trainer(precision="bf16-true", logger=False, enable_progress_bar=False, enable_model_summary=False)
+    in_bf16.validate(module, torch.utils.data.DataLoader(batches, batch_size=None))
+    assert float(in_bf16.callback_metrics["val/nll"]) == pytest.approx(float(every.mean()), rel=0.02)
 
 
 def test_adam_and_inverse_square_root_schedule(module: TranslationModule) -> None:

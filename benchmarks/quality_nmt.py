@@ -160,8 +160,9 @@ def budget_overrides(unit: str, length: float) -> list[str]:
 
 
 def run_cli(budget: list[str], overrides: list[str], run_dir: Path, device: str, threads: int) -> dict[str, Any]:
-    """``python -m nlp.train`` with the ``budget`` overrides; the figures of its ``metrics.json``, the
-    precision it trained in, its ``model.dropout`` (an auto one with the rate it switches on at), its
+    """``python -m nlp.train`` with the ``budget`` overrides; the figures of its ``metrics.json``
+    (among them the cross entropy without label smoothing of its last validation and of the test,
+    ``val_nll`` and ``test_nll``), the precision it trained in, its ``model.dropout`` (an auto one with the rate it switches on at), its
     label smoothing and its width and feed-forward."""
     cli_overrides = [*overrides, f"trainer={'gpu' if device == 'cuda' else 'cpu'}", *budget, "logger=csv"]
     metrics, _ = run_training_cli("nlp.train", cli_overrides, run_dir, threads)
@@ -173,6 +174,8 @@ def run_cli(budget: list[str], overrides: list[str], run_dir: Path, device: str,
         "rep4": metrics["test/rep4"],
         "rep4_ref": metrics["test/rep4_ref"],
         "train_loss": metrics["train/loss"],
+        "val_nll": metrics["val/nll"],
+        "test_nll": metrics["test/nll"],
         "train_tokens_per_second": metrics["train_tokens_per_second"],
         "train_seconds": metrics["fit_seconds"],
         "steps": metrics["optimizer_steps"],

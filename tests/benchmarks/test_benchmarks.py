@@ -205,6 +205,8 @@ def test_quality_nmt_runs_the_cli_and_the_plain_loop_side_by_side(
         assert 0 <= row["bleu"] <= 100 and 0 <= row["chrf"] <= 100 and 0 <= row["rep4"] <= 1
         assert row["train_tokens_per_second"] > 0 and row["rep4_ref"] == 0.0 and row["train_loss"] > 0
         assert row["steps"] > 0
+        if row["contender"].startswith("nlp.train"):
+            assert row["val_nll"] > 0 and row["test_nll"] > 0  # the losses without label smoothing
     # The long corpus goes through data=files, as a user's own TSV files would.
     long_settings = output["settings"]["corpora"]["long-es-en"]
     assert "data=files" in long_settings["overrides"] and (tmp_path / "runs" / "long-es-en" / "train.tsv").is_file()

@@ -182,7 +182,9 @@ class TranslationModule(FollowsThePlan, pl.LightningModule):
         if auto_smoothing:
             smoothing = planned_smoothing(epochs)
             if smoothing != self.auto_smoothing:
-                log.info("label smoothing %.3g for %.3g planned passes over the corpus (module.label_smoothing=auto)", smoothing, epochs)
+                log.info(
+                    "label smoothing %.3g for %.3g planned passes over the corpus (module.label_smoothing=auto)", smoothing, epochs
+                )
                 self.auto_smoothing = smoothing
 
     def on_train_batch_start(self, batch: Any, batch_idx: int) -> None:
@@ -268,9 +270,11 @@ class TranslationModule(FollowsThePlan, pl.LightningModule):
         """Log the loss of ``batch``, and gather its unsmoothed negative log-likelihood for the
         epoch's ``nll`` and ``ppl``; with ``decode``, also translate it for the epoch's BLEU."""
         logits, targets = self.predictions(batch)
-        self.log(f"{stage}/loss", self.smoothed(logits, targets, training=False), prog_bar=True, batch_size=len(targets), sync_dist=True)
-        totals = torch.stack([F.cross_entropy(logits, targets, reduction="sum").detach(), targets.new_tensor(len(targets))])
-        self.nll_totals[stage] = self.nll_totals.get(stage, 0) + totals.double()
+        loss = self.smoothed(logits, targets, training=False)
+        self.log(f"{stage}/loss", loss, prog_bar=True, batch_size=len(targets), sync_dist=True)
+        nll = F.cross_entropy(logits, targets, reduction="sum").detach().double()
+        totals = torch.stack([nll, nll.new_tensor(len(targets))])  # (2,): summed nll, tokens
+        self.nll_totals[stage] = self.nll_totals.get(stage, 0) + totals
         if decode:
             self.hypotheses += self.translate_ids(batch["source"], beam_size)
             self.references += [self.tokenizer.decode(row.tolist()) for row in batch["target"]]

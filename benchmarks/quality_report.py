@@ -793,8 +793,11 @@ def plot_quality(figures: Mapping[tuple, Cell], order: tuple[str, ...], ylabel: 
     for ax in axes[: len(panels)]:
         for handle, label in zip(*ax.get_legend_handles_labels()):
             handles.setdefault(label, handle)
+    # The legend above the panels: two entries a row, about 0.2 inch each, the figure grown to hold them.
+    legend_inches = 0.15 + 0.2 * -(-len(handles) // 2)
+    fig.set_figheight(2.9 * rows + legend_inches)
     fig.legend(list(handles.values()), list(handles), loc="upper center", ncol=2, fontsize="small")
-    fig.tight_layout(rect=(0, 0, 1, 1 - 0.55 / fig.get_figheight()))
+    fig.tight_layout(rect=(0, 0, 1, 1 - legend_inches / fig.get_figheight()))
     with atomic_path(path) as tmp:
         fig.savefig(tmp, dpi=110, metadata={"Software": None})
     plt.close(fig)

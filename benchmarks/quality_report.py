@@ -384,15 +384,14 @@ def recipe(values: Mapping[str, Any], today: Mapping[str, Any], table: tuple[Set
 
 
 def recipe_contender(
-    name: str, row: Mapping[str, Any], settings: Mapping[str, Any], today: Mapping[str, Any],
-    table: tuple[Setting, ...], defaults: str,
+    row: Mapping[str, Any], settings: Mapping[str, Any], today: Mapping[str, Any], table: tuple[Setting, ...], defaults: str
 ) -> Contender:
-    """A row of a head's CLI (``name``, its overrides after `` + ``) by its recipe, the value of each
+    """A row of a head's CLI (its ``contender``, the overrides after `` + ``) by its recipe, the value of each
     setting of ``table`` (``today``: today's values; ``settings``: the run's), or a lever under
     test (any other override, or another value of a ``strict`` setting set by the overrides) as
     ``<those defaults> + <overrides>``. An earlier recipe is set against the one that differs from
     it in its oldest differing setting alone: the recipe that followed it."""
-    extras = [part.strip() for part in name.split(" + ")[1:]]
+    extras = [part.strip() for part in row["contender"].split(" + ")[1:]]
     values = {setting.key: setting.value(row, extras, settings) for setting in table}
     # Another value of a strict setting, set by the row's own overrides: a lever, named by them.
     tried = {
@@ -417,7 +416,7 @@ def vision_contender(row: Mapping[str, Any], settings: Mapping[str, Any], today:
     :data:`VISION_SETTINGS` (:func:`recipe_contender`)."""
     if row["contender"].startswith("plain timm loop"):
         return Contender(LOOP)
-    return recipe_contender(row["contender"], row, settings, today, VISION_SETTINGS, DEFAULTS)
+    return recipe_contender(row, settings, today, VISION_SETTINGS, DEFAULTS)
 
 
 def nmt_contender(row: Mapping[str, Any], today: Mapping[str, Any]) -> Contender:
@@ -425,7 +424,7 @@ def nmt_contender(row: Mapping[str, Any], today: Mapping[str, Any]) -> Contender
     :data:`NMT_SETTINGS` (:func:`recipe_contender`)."""
     if row["contender"] == NMT_LOOP:
         return Contender(NMT_LOOP)
-    return recipe_contender(row["contender"], row, {}, today, NMT_SETTINGS, NMT_DEFAULTS)
+    return recipe_contender(row, {}, today, NMT_SETTINGS, NMT_DEFAULTS)
 
 
 def is_history(lever: str) -> bool:

@@ -432,7 +432,7 @@ def test_todays_translation_recipe_is_read_from_the_composed_config_and_its_chan
     """``nmt_defaults`` composes the config ``quality_nmt`` trains with; the translation history
     names each change of the recipe's table, oldest first, and not label smoothing while it is its
     first default."""
-    preset = OmegaConf.load(Path(quality_report.CONF) / "model" / "transformer_mini.yaml")
+    preset = OmegaConf.load(quality_report.CONF / "model" / "transformer_mini.yaml")
     today = quality_report.nmt_defaults()
     assert today["width"] == (preset.model.dim, preset.model.ffn_dim) and today["dropout"] == preset.model.dropout
     assert today["precision"] == "auto" and today["epoch_bound"] is None

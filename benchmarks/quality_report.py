@@ -73,6 +73,7 @@ EPOCH_BOUND = "trainer.max_epochs="
 LEGACY_EPOCH_BOUND = 10  # trainer.max_epochs before it was null: a time budget stopped there (a row's epoch_bound)
 SMOOTHING = "module.label_smoothing="
 LEGACY_SMOOTHING = 0.1  # conf/nlp.yaml's label smoothing when a row did not record its own
+SMOOTHING_SINCE = "2026-12-05T10:45:00+00:00"  # when transformer_mini's label smoothing became auto
 WIDTH = ("dim", "ffn_dim")  # the model settings of a translation model's width, as its rows record them
 WIDTH_OVERRIDES = tuple(f"model.{key}=" for key in WIDTH)
 LEGACY_WIDTH = (256, 1024)  # transformer_mini's width and feed-forward when a row did not record its own
@@ -97,7 +98,7 @@ LEVER_NAMES = {
     "model.patch_size=8": "Patches of 8 pixels instead of 4 (a 4 by 4 grid of tokens at 32 px)",
     "module.label_smoothing=0": "Hard targets instead of label smoothing 0.1",
     "model.word_dropout=0.1": "Word dropout 0.1 on source and target (Gal and Ghahramani 2016) instead of none",
-    f"{SMOOTHING}{LEGACY_SMOOTHING:g}": "Label smoothing 0.1 (Section 5.4) instead of hard targets",
+    f"{SMOOTHING}{LEGACY_SMOOTHING:g}": "Label smoothing 0.1 (Section 5.4) at every budget instead of sized to the planned passes",
     "module.lr=4e-3": "The peak rate scaled with the batch (4e-3 instead of 2e-3)",
     "model.weight_init=mimetic": "Mimetic initialization of the attention weights",
     f"{BETAS}[{BETA1:g},0.999]": "Adam's second-moment decay at 0.999 (AdamW's own) instead of 0.99",
@@ -148,6 +149,12 @@ def prefixed(prefix: str, parse: Callable[[str], Any]) -> Callable[[str], Any]:
     return lambda override: parse(override[len(prefix) :]) if override.startswith(prefix) else None
 
 
+def moment(time: str) -> datetime:
+    """An ISO time of a result line (a time without a zone is UTC, as the scripts write)."""
+    parsed = datetime.fromisoformat(time)
+    return parsed.replace(tzinfo=timezone.utc) if parsed.tzinfo is None else parsed
+
+
 @dataclass(frozen=True)
 class Setting:
     """A default of a head's recipe that changed: what a row of the defaults trained with, how an
@@ -158,7 +165,9 @@ class Setting:
     convolutional stem). ``recorded``: the value a row records, None where it records none
     (default: the row's ``key``, of the legacy value's type). ``earlier``: earlier defaults besides
     the legacy value. ``strict``: a value that the row's own overrides set, neither today's nor the
-    legacy one, is a lever under test, not an earlier recipe."""
+    legacy one, is a lever under test, not an earlier recipe. ``since``: when today's default took
+    effect (ISO time); a lever of a strict setting run before it was set against the default of its
+    time, the last earlier one."""
 
     key: str
     legacy: Any
@@ -171,6 +180,7 @@ class Setting:
     recorded: Callable[[Mapping[str, Any]], Any] | None = None
     earlier: tuple[Any, ...] = ()
     strict: bool = False
+    since: str | None = None
 
     def value(self, row: Mapping[str, Any], extras: list[str], settings: Mapping[str, Any]) -> Any:
         """The row's value: recorded in the row, else set by its last override, else recorded in
@@ -202,6 +212,13 @@ class Setting:
     def changed(self, today: Mapping[str, Any]) -> bool:
         """Whether today's default is not the first one."""
         return today[self.key] != self.legacy or bool(self.earlier)
+
+    def default_at(self, time: str | None, today: Any) -> Any:
+        """The default when a row was written at ``time`` (None: now): today's, or before
+        :attr:`since` the last earlier one."""
+        if time is None or self.since is None or moment(time) >= moment(self.since):
+            return today
+        return (self.legacy, *self.earlier)[-1]
 
     def history(self) -> list[str]:
         """The overrides that restore each earlier default."""
@@ -277,7 +294,7 @@ VISION_SETTINGS = (
 )
 LEGACY_VISION = {setting.key: setting.legacy for setting in VISION_SETTINGS}
 
-# The translation recipe's changed defaults (and label smoothing, a default that may change), oldest change first.
+# The translation recipe's changed defaults, oldest change first.
 NMT_SETTINGS = (
     Setting(
         "precision", FLOAT32, "trainer.precision", prefixed(PRECISION, str), lambda precision: f"{PRECISION}{precision}",
@@ -298,17 +315,19 @@ NMT_SETTINGS = (
         "a time budget is no longer cut short at 10 epochs (`trainer.max_epochs: null`)",
         recorded=lambda row: row.get("epoch_bound"), earlier=(LEGACY_EPOCH_BOUND,),
     ),
-    Setting(
-        "label_smoothing", LEGACY_SMOOTHING, "module.label_smoothing", prefixed(SMOOTHING, rate_or_auto),
-        lambda smoothing: f"{SMOOTHING}{rate_text(smoothing)}", lambda smoothing: f"label smoothing {rate_text(smoothing)}",
-        "label smoothing changed (`module.label_smoothing`)",
-        recorded=lambda row: rate_or_auto(row["label_smoothing"]) if "label_smoothing" in row else None, strict=True,
-    ),
     Width(
         "width", LEGACY_WIDTH, "model", lambda override: override if override.startswith(WIDTH_OVERRIDES) else None,
         width_override, lambda width: f"width {width[0]}",
         "`transformer_mini` narrowed from 256 wide with a feed-forward of 1,024 to 192 and 768 (the plain loop takes the same sizes)",
         strict=True,
+    ),
+    Setting(
+        "label_smoothing", LEGACY_SMOOTHING, "module.label_smoothing", prefixed(SMOOTHING, rate_or_auto),
+        lambda smoothing: f"{SMOOTHING}{rate_text(smoothing)}", lambda smoothing: f"label smoothing {rate_text(smoothing)}",
+        "`transformer_mini`'s label smoothing, 0.1 at every budget, became sized to the planned passes over the corpus "
+        "(`module.label_smoothing: auto`)",
+        recorded=lambda row: rate_or_auto(row["label_smoothing"]) if "label_smoothing" in row else None, strict=True,
+        since=SMOOTHING_SINCE,
     ),
 )
 LEGACY_NMT = {setting.key: setting.legacy for setting in NMT_SETTINGS}
@@ -384,13 +403,15 @@ def recipe(values: Mapping[str, Any], today: Mapping[str, Any], table: tuple[Set
 
 
 def recipe_contender(
-    row: Mapping[str, Any], settings: Mapping[str, Any], today: Mapping[str, Any], table: tuple[Setting, ...], defaults: str
+    row: Mapping[str, Any], settings: Mapping[str, Any], today: Mapping[str, Any], table: tuple[Setting, ...], defaults: str,
+    time: str | None = None,
 ) -> Contender:
     """A row of a head's CLI (its ``contender``, the overrides after `` + ``) by its recipe, the value of each
     setting of ``table`` (``today``: today's values; ``settings``: the run's), or a lever under
-    test (any other override, or another value of a ``strict`` setting set by the overrides) as
-    ``<those defaults> + <overrides>``. An earlier recipe is set against the one that differs from
-    it in its oldest differing setting alone: the recipe that followed it."""
+    test (any other override, or another value of a ``strict`` setting set by the overrides, set
+    against the defaults of the row's ``time``) as ``<those defaults> + <overrides>``. An earlier
+    recipe is set against the one that differs from it in its oldest differing setting alone: the
+    recipe that followed it."""
     extras = [part.strip() for part in row["contender"].split(" + ")[1:]]
     values = {setting.key: setting.value(row, extras, settings) for setting in table}
     # Another value of a strict setting, set by the row's own overrides: a lever, named by them.
@@ -399,7 +420,7 @@ def recipe_contender(
         if setting.strict and values[setting.key] not in (today[setting.key], setting.legacy)
         and any(setting.sets(extra) for extra in extras)
     }
-    values.update({key: today[key] for key in tried})
+    values.update({setting.key: setting.default_at(time, today[setting.key]) for setting in table if setting.key in tried})
     own = recipe(values, today, table, defaults)
     levers = [extra for extra in extras if not any(setting.sets(extra) and setting.key not in tried for setting in table)]
     if levers:
@@ -411,20 +432,22 @@ def recipe_contender(
     return Contender(defaults)
 
 
-def vision_contender(row: Mapping[str, Any], settings: Mapping[str, Any], today: Mapping[str, Any]) -> Contender:
+def vision_contender(
+    row: Mapping[str, Any], settings: Mapping[str, Any], today: Mapping[str, Any], time: str | None = None
+) -> Contender:
     """The row's line in the tables: the loop, or the defaults by their recipe of
-    :data:`VISION_SETTINGS` (:func:`recipe_contender`)."""
+    :data:`VISION_SETTINGS` (:func:`recipe_contender`; ``time``: when the row was written)."""
     if row["contender"].startswith("plain timm loop"):
         return Contender(LOOP)
-    return recipe_contender(row, settings, today, VISION_SETTINGS, DEFAULTS)
+    return recipe_contender(row, settings, today, VISION_SETTINGS, DEFAULTS, time)
 
 
-def nmt_contender(row: Mapping[str, Any], today: Mapping[str, Any]) -> Contender:
+def nmt_contender(row: Mapping[str, Any], today: Mapping[str, Any], time: str | None = None) -> Contender:
     """The row's line in the tables: the loop, or the defaults by their recipe of
-    :data:`NMT_SETTINGS` (:func:`recipe_contender`)."""
+    :data:`NMT_SETTINGS` (:func:`recipe_contender`; ``time``: when the row was written)."""
     if row["contender"] == NMT_LOOP:
         return Contender(NMT_LOOP)
-    return recipe_contender(row, {}, today, NMT_SETTINGS, NMT_DEFAULTS)
+    return recipe_contender(row, {}, today, NMT_SETTINGS, NMT_DEFAULTS, time)
 
 
 def is_history(lever: str) -> bool:
@@ -449,7 +472,7 @@ def vision_runs(results: Iterable[Mapping[str, Any]], today: Mapping[str, Any]) 
     for result in results:
         settings = result.get("settings", {})
         for row in result["rows"]:
-            contender = vision_contender(row, settings, today)
+            contender = vision_contender(row, settings, today, result["env"]["time"])
             rate = row.get("lr", settings.get("plain_loop", {}).get("lr")) if contender.name == LOOP else None
             run = Run(
                 vision_data(row, settings), length_of(row), int(row.get("seed", 0)), contender.name, 100 * row["test_acc"],
@@ -468,7 +491,7 @@ def nmt_runs(results: Iterable[Mapping[str, Any]], today: Mapping[str, Any]) -> 
         for row in result["rows"]:
             if "corpus" not in row:
                 continue
-            contender = nmt_contender(row, today)
+            contender = nmt_contender(row, today, result["env"]["time"])
             run = Run(
                 row["corpus"], length_of(row), int(row.get("seed", 0)), contender.name, row["bleu"],
                 row.get("train_tokens_per_second"), None, result["env"]["time"],
@@ -485,9 +508,8 @@ def latest(runs: Iterable[Run]) -> list[Run]:
 
 
 def when(run: Run) -> datetime:
-    """When the run's line was written (a time without a zone is UTC, as the scripts write)."""
-    moment = datetime.fromisoformat(run.time)
-    return moment.replace(tzinfo=timezone.utc) if moment.tzinfo is None else moment
+    """When the run's line was written."""
+    return moment(run.time)
 
 
 def nearest(runs: Iterable[Run], to: Run) -> Run:

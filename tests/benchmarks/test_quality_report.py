@@ -23,9 +23,10 @@ def translation(dropout: float | str = 0.1, smoothing: float | str = 0.1, width:
     return {**quality_report.LEGACY_NMT, "precision": "auto", "dropout": dropout, "label_smoothing": smoothing, "width": width}
 
 
-def nmt_contender(row: dict, *today: object) -> Contender:
-    """The row's contender under the translation defaults of :func:`translation` ``(*today)``."""
-    return quality_report.nmt_contender(row, translation(*today))
+def nmt_contender(row: dict, *today: object, time: str | None = None) -> Contender:
+    """The row's contender under the translation defaults of :func:`translation` ``(*today)``, the row
+    written at ``time`` (None: now)."""
+    return quality_report.nmt_contender(row, translation(*today), time)
 VISION = {**quality_report.LEGACY_VISION, "stem": "conv"}  # the convolutional stem, and no later change of the recipe
 
 
@@ -430,7 +431,7 @@ def test_budgets_measured_only_before_today_take_the_newest_earlier_recipe(tmp_p
 
 def test_todays_translation_recipe_is_read_from_the_composed_config_and_its_changes_named() -> None:
     """``nmt_defaults`` composes the config ``quality_nmt`` trains with; the translation history
-    names each change of the recipe's table, oldest first, and not label smoothing while it is its
+    names each change of the recipe's table, oldest first, and not a setting while it holds its
     first default."""
     preset = OmegaConf.load(quality_report.CONF / "model" / "transformer_mini.yaml")
     today = quality_report.nmt_defaults()
@@ -439,7 +440,7 @@ def test_todays_translation_recipe_is_read_from_the_composed_config_and_its_chan
     words = quality_report.changes(quality_report.NMT_SETTINGS, today)
     assert words.startswith("training moved from float32 to bf16 autocast") and "narrowed" in words
     assert "label smoothing" not in words
-    assert "label smoothing changed" in quality_report.changes(quality_report.NMT_SETTINGS, {**today, "label_smoothing": 0.0})
+    assert "label smoothing, 0.1 at every budget, became sized" in quality_report.changes(quality_report.NMT_SETTINGS, {**today, "label_smoothing": "auto"})
 
 
 def test_label_smoothing_sized_to_the_plan_is_a_lever_and_a_recipe_when_it_is_the_default() -> None:
@@ -453,3 +454,21 @@ def test_label_smoothing_sized_to_the_plan_is_a_lever_and_a_recipe_when_it_is_th
     # under a later default, the rows of auto are an earlier recipe
     planned = nmt_contender({"contender": cli, **row}, "auto", 0.05)
     assert planned == Contender(f"{NMT_DEFAULTS}, label smoothing auto", NMT_DEFAULTS, "module.label_smoothing=auto")
+
+
+def test_a_lever_of_a_strict_setting_run_before_its_default_changed_is_set_against_the_defaults_of_its_time() -> None:
+    """Hard targets measured while the defaults smoothed at 0.1 stay a lever of those defaults once
+    ``auto`` is today's, so they pair with the defaults' runs of their session; run after the
+    change (or now), they are set against today's."""
+    cli = "nlp.train (transformer_mini)"
+    ran = {"precision": "bf16-mixed", "dropout": "auto", "min_dropout": 0.05}
+    hard = {"contender": f"{cli} + module.label_smoothing=0", **ran, "label_smoothing": 0.0}
+    before, since = "2026-12-04T12:00:00+00:00", quality_report.SMOOTHING_SINCE
+    assert quality_report.moment(before) < quality_report.moment(since)
+    smoothed = f"{NMT_DEFAULTS}, label smoothing 0.1"
+    assert nmt_contender(hard, "auto", "auto", time=before) == Contender(
+        f"{smoothed} + module.label_smoothing=0", smoothed, "module.label_smoothing=0"
+    )
+    assert nmt_contender({"contender": cli, **ran, "label_smoothing": 0.1}, "auto", "auto", time=before).name == smoothed
+    today = Contender(f"{NMT_DEFAULTS} + module.label_smoothing=0", NMT_DEFAULTS, "module.label_smoothing=0")
+    assert nmt_contender(hard, "auto", "auto", time=since) == nmt_contender(hard, "auto", "auto") == today

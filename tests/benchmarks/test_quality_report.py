@@ -437,10 +437,11 @@ def test_todays_translation_recipe_is_read_from_the_composed_config_and_its_chan
     today = quality_report.nmt_defaults()
     assert today["width"] == (preset.model.dim, preset.model.ffn_dim) and today["dropout"] == preset.model.dropout
     assert today["precision"] == "auto" and today["epoch_bound"] is None
+    assert today["label_smoothing"] == preset.module.label_smoothing == "auto"
     words = quality_report.changes(quality_report.NMT_SETTINGS, today)
     assert words.startswith("training moved from float32 to bf16 autocast") and "narrowed" in words
-    assert "label smoothing" not in words
-    assert "label smoothing, 0.1 at every budget, became sized" in quality_report.changes(quality_report.NMT_SETTINGS, {**today, "label_smoothing": "auto"})
+    assert "label smoothing, 0.1 at every budget, became sized to the planned passes" in words
+    assert "label smoothing" not in quality_report.changes(quality_report.NMT_SETTINGS, {**today, "label_smoothing": 0.1})
 
 
 def test_label_smoothing_sized_to_the_plan_is_a_lever_and_a_recipe_when_it_is_the_default() -> None:

@@ -126,3 +126,14 @@ def test_auto_label_smoothing_follows_the_plan_in_training_and_evaluates_at_the_
         logits, targets = module.predictions(batch)
         expected = torch.nn.functional.cross_entropy(logits, targets, label_smoothing=planned)
         torch.testing.assert_close(module.loss(batch)[0], expected)
+
+
+@pytest.mark.parametrize(
+    ("model", "regularization"),
+    [("transformer_mini", ("auto", "auto")), ("transformer_small", (0.3, 0.1)), ("transformer_base", (0.1, 0.1))],
+)
+def test_the_preset_of_cpu_budgets_sizes_dropout_and_smoothing_to_the_plan_the_larger_keep_fixed_rates(
+    tmp_path: Path, model: str, regularization: tuple[object, object]
+) -> None:
+    cfg = nlp_config(tmp_path, "data=toy", f"model={model}")
+    assert (cfg.model.dropout, cfg.module.label_smoothing) == regularization

@@ -73,7 +73,7 @@ EPOCH_BOUND = "trainer.max_epochs="
 LEGACY_EPOCH_BOUND = 10  # trainer.max_epochs before it was null: a time budget stopped there (a row's epoch_bound)
 SMOOTHING = "module.label_smoothing="
 LEGACY_SMOOTHING = 0.1  # conf/nlp.yaml's label smoothing when a row did not record its own
-SMOOTHING_SINCE = "2026-12-05T10:45:00+00:00"  # when transformer_mini's label smoothing became auto
+SMOOTHING_SINCE = "2026-12-05T10:35:00+00:00"  # when transformer_mini's label smoothing became auto
 WIDTH = ("dim", "ffn_dim")  # the model settings of a translation model's width, as its rows record them
 WIDTH_OVERRIDES = tuple(f"model.{key}=" for key in WIDTH)
 LEGACY_WIDTH = (256, 1024)  # transformer_mini's width and feed-forward when a row did not record its own

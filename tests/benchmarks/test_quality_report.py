@@ -27,6 +27,8 @@ def nmt_contender(row: dict, *today: object, time: str | None = None) -> Contend
     """The row's contender under the translation defaults of :func:`translation` ``(*today)``, the row
     written at ``time`` (None: now)."""
     return quality_report.nmt_contender(row, translation(*today), time)
+
+
 VISION = {**quality_report.LEGACY_VISION, "stem": "conv"}  # the convolutional stem, and no later change of the recipe
 
 

@@ -96,7 +96,7 @@ LEVER_NAMES = {
     "data.batch_size=64": "A fixed batch of 64 instead of the batch from the budget",
     "model.layer_scale=1e-4": "LayerScale (Touvron et al. 2021), initialized at 1e-4",
     "model.patch_size=8": "Patches of 8 pixels instead of 4 (a 4 by 4 grid of tokens at 32 px)",
-    "module.label_smoothing=0": "Hard targets instead of label smoothing 0.1",
+    "module.label_smoothing=0": "Hard targets: no label smoothing",
     "model.word_dropout=0.1": "Word dropout 0.1 on source and target (Gal and Ghahramani 2016) instead of none",
     f"{SMOOTHING}{LEGACY_SMOOTHING:g}": "Label smoothing 0.1 (Section 5.4) at every budget instead of sized to the planned passes",
     "module.lr=4e-3": "The peak rate scaled with the batch (4e-3 instead of 2e-3)",
@@ -697,10 +697,12 @@ class Effect:
 
     def words(self, gain: bool = False) -> str:
         """``glyphs, 3 epochs: LEVER against BASE (LEVER - BASE)``: the lever's figure first, then
-        the defaults' it changes; with ``gain``, the other way round."""
+        the defaults' it changes; with ``gain``, the other way round. A pair whose runs did not all
+        run on one machine says so (``, on another machine`` after the difference)."""
         first, second = (self.base, self.lever) if gain else (self.lever, self.base)
         seeds = f", {self.base.seeds} seeds" if self.base.seeds > 1 else ""
-        return f"{self.data}, {budget_words(self.budget)}{seeds}: {first.mean:.1f} against {second.mean:.1f} ({lead(first, second)})"
+        other = "" if same_machine(first, second) else ", on another machine"
+        return f"{self.data}, {budget_words(self.budget)}{seeds}: {first.mean:.1f} against {second.mean:.1f} ({lead(first, second)}{other})"
 
 
 def effects(runs: Iterable[Run], every: Iterable[Run]) -> dict[str, list[Effect]]:

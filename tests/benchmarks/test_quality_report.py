@@ -281,6 +281,20 @@ def test_a_lever_is_set_against_the_defaults_run_of_its_session_and_the_table_sh
     assert (effect.base.mean, effect.lever.mean) == (30.0, 28.0)
 
 
+
+def test_a_lever_set_against_a_run_of_another_machine_says_so() -> None:
+    """A pair of runs of one machine is its difference alone; where the lever's run and the
+    defaults' ran on different machines, or the seeds of one side on several, the words say so."""
+    def cell(bleu: float, machine: str | None) -> quality_report.Cell:
+        return quality_report.Cell(bleu, bleu, bleu, 1, None, None, machine)
+
+    def words(lever: str | None, base: str | None) -> str:
+        return quality_report.Effect("toy", ("minutes", 30.0), NMT_DEFAULTS, cell(30.0, base), cell(31.0, lever)).words()
+
+    assert words("Intel Xeon", "Intel Xeon") == "toy, 30 minutes: 31.0 against 30.0 (+1.0)"
+    assert words("AMD EPYC", "Intel Xeon") == "toy, 30 minutes: 31.0 against 30.0 (+1.0, on another machine)"
+    assert words(None, "Intel Xeon").endswith("(+1.0, on another machine)")
+
 def test_translation_rows_of_another_dropout_are_an_earlier_recipe() -> None:
     """Rows that recorded no dropout ran with 0.1, ``auto`` rows that recorded no ``min_dropout``
     switched it on at any rate, and ``auto`` rows marked ``dropout_masks: F.dropout`` drew their

@@ -494,7 +494,7 @@ def nmt_runs(results: Iterable[Mapping[str, Any]], today: Mapping[str, Any]) -> 
             contender = nmt_contender(row, today, result["env"]["time"])
             run = Run(
                 row["corpus"], length_of(row), int(row.get("seed", 0)), contender.name, row["bleu"],
-                row.get("train_tokens_per_second"), None, result["env"]["time"],
+                None if result["env"].get("shared_machine") else row.get("train_tokens_per_second"), None, result["env"]["time"],
                 base=contender.base, lever=contender.lever, machine=machine_name(result["env"]),
             )
             runs.append(run)
@@ -911,8 +911,9 @@ files (`benchmarks/results/`); the commands that write them are in
 files records its command, machine and settings. The plain loop's figure is its best peak rate at
 that budget; a figure over several seeds is their mean (range, seeds). "lead" is the defaults'
 figure minus the loop's; "speed" is the defaults' training images/s (tokens/s) over the loop's,
-medians over seeds, where both trained at the same batch in one session (on one machine, within
-three hours). An earlier default
+medians over seeds, where both trained at the same batch (translation: each at its own, the
+loop's 128 sentences of similar length, the defaults' batches of tokens) in one session (on one
+machine, within three hours) with nothing else running. An earlier default
 or a lever is set against the run of the defaults nearest to it in time, of the same session where
 there was one: a run of minutes makes as many steps as the machine's pace of the day allows. Why
 each default is what it is: [Decisions](decisions.md).

@@ -108,6 +108,29 @@ def test_a_lead_between_two_machines_is_marked_and_has_no_speed_ratio(tmp_path: 
     assert cells_of(quality_report.render(folder, None, VISION), "| glyphs | 3 epochs |")[4:] == ["+30.0", "1.00x"]
 
 
+
+def test_a_run_that_shared_its_machine_has_no_speed_ratio_in_either_head(tmp_path: Path) -> None:
+    """A line marked ``shared_machine`` keeps its score but its speed is no figure: the pair shows
+    its lead and no ratio, for images/s and for tokens/s alike."""
+    folder = tmp_path / "results"
+    folder.mkdir()
+    vision = [json.loads(vision_line(time, [row(name, acc)], stem="conv")) for time, name, acc in (
+        ("2026-01-01T00:00:00", "vision.train defaults", 0.5), ("2026-01-01T00:00:01", "plain timm loop", 0.2))]
+    nmt = [{"benchmark": "quality_nmt", "env": {"time": f"2026-01-01T00:00:0{second}"}, "rows": [{
+        "corpus": "toy", "minutes": 30.0, "contender": contender, "bleu": bleu, "train_tokens_per_second": 300.0,
+        "precision": "bf16-mixed", "dropout": "auto", "min_dropout": 0.05, "label_smoothing": "auto", "dim": 192, "ffn_dim": 768,
+    }]} for second, contender, bleu in ((0, "nlp.train (transformer_mini)", 30.0), (1, NMT_LOOP, 20.0))]
+
+    def ratios() -> list[list[str]]:
+        (folder / "quality_vision.jsonl").write_text("".join(json.dumps(line) + "\n" for line in vision))
+        (folder / "quality_nmt.jsonl").write_text("".join(json.dumps(line) + "\n" for line in nmt))
+        page = quality_report.render(folder, None, VISION, translation("auto", "auto", (192, 768)))
+        return [cells_of(page, "| glyphs | 3 epochs |")[4:], cells_of(page, "| toy | 30 minutes |")[4:]]
+
+    assert ratios() == [["+30.0", "1.00x"], ["+10.0", "1.00x"]]
+    vision[1]["env"]["shared_machine"] = nmt[1]["env"]["shared_machine"] = True
+    assert ratios() == [["+30.0", "-"], ["+10.0", "-"]]
+
 def test_contenders_are_named_by_their_patch_embedding() -> None:
     def name(row: dict, settings: dict) -> str:
         return quality_report.vision_contender(row, settings, VISION).name

@@ -108,7 +108,6 @@ def test_a_lead_between_two_machines_is_marked_and_has_no_speed_ratio(tmp_path: 
     assert cells_of(quality_report.render(folder, None, VISION), "| glyphs | 3 epochs |")[4:] == ["+30.0", "1.00x"]
 
 
-
 def test_a_run_that_shared_its_machine_has_no_speed_ratio_in_either_head(tmp_path: Path) -> None:
     """A line marked ``shared_machine`` keeps its score but its speed is no figure: the pair shows
     its lead and no ratio, for images/s and for tokens/s alike."""
@@ -130,6 +129,7 @@ def test_a_run_that_shared_its_machine_has_no_speed_ratio_in_either_head(tmp_pat
     assert ratios() == [["+30.0", "1.00x"], ["+10.0", "1.00x"]]
     vision[1]["env"]["shared_machine"] = nmt[1]["env"]["shared_machine"] = True
     assert ratios() == [["+30.0", "-"], ["+10.0", "-"]]
+
 
 def test_contenders_are_named_by_their_patch_embedding() -> None:
     def name(row: dict, settings: dict) -> str:
@@ -304,7 +304,6 @@ def test_a_lever_is_set_against_the_defaults_run_of_its_session_and_the_table_sh
     assert (effect.base.mean, effect.lever.mean) == (30.0, 28.0)
 
 
-
 def test_a_lever_set_against_a_run_of_another_machine_says_so() -> None:
     """A pair of runs of one machine is its difference alone; where the lever's run and the
     defaults' ran on different machines, or the seeds of one side on several, the words say so."""
@@ -317,6 +316,7 @@ def test_a_lever_set_against_a_run_of_another_machine_says_so() -> None:
     assert words("Intel Xeon", "Intel Xeon") == "toy, 30 minutes: 31.0 against 30.0 (+1.0)"
     assert words("AMD EPYC", "Intel Xeon") == "toy, 30 minutes: 31.0 against 30.0 (+1.0, on another machine)"
     assert words(None, "Intel Xeon").endswith("(+1.0, on another machine)")
+
 
 def test_translation_rows_of_another_dropout_are_an_earlier_recipe() -> None:
     """Rows that recorded no dropout ran with 0.1, ``auto`` rows that recorded no ``min_dropout``

@@ -80,6 +80,7 @@ LEGACY_WIDTH = (256, 1024)  # transformer_mini's width and feed-forward when a r
 BETAS = "module.betas="
 BETA1 = 0.9  # the first moment's decay of every vision recipe; rows record only their beta2
 OTHER_MACHINE = "†"  # marks a lead whose two runs ran on different machines
+ON_ANOTHER_MACHINE = ", on another machine"  # follows a difference, in words, whose two runs ran on different machines
 SESSION = timedelta(hours=3)  # runs closer than this on one machine ran in one session (its pace)
 # The budgets a user gives, in the tables and figures against the loop. A run bounded by optimizer
 # steps (quality_nmt --steps) is one side of a pair at equal steps: a lever's, in words only.
@@ -466,6 +467,11 @@ def vision_data(row: Mapping[str, Any], settings: Mapping[str, Any]) -> str:
     return name
 
 
+def speed_of(env: Mapping[str, Any], speed: float | None) -> float | None:
+    """A run's training speed, None where its line says it shared the machine (no figure)."""
+    return None if env.get("shared_machine") else speed
+
+
 def vision_runs(results: Iterable[Mapping[str, Any]], today: Mapping[str, Any]) -> list[Run]:
     """Every run of the lines, oldest first (:func:`latest` keeps each one's last)."""
     runs = []
@@ -476,7 +482,7 @@ def vision_runs(results: Iterable[Mapping[str, Any]], today: Mapping[str, Any]) 
             rate = row.get("lr", settings.get("plain_loop", {}).get("lr")) if contender.name == LOOP else None
             run = Run(
                 vision_data(row, settings), length_of(row), int(row.get("seed", 0)), contender.name, 100 * row["test_acc"],
-                None if result["env"].get("shared_machine") else row.get("images_per_second"),  # speed of a shared machine is no figure
+                speed_of(result["env"], row.get("images_per_second")),
                 row.get("batch"), result["env"]["time"], rate, contender.base, contender.lever, machine_name(result["env"]),
                 row.get("precision", FLOAT32),
             )
@@ -494,7 +500,7 @@ def nmt_runs(results: Iterable[Mapping[str, Any]], today: Mapping[str, Any]) -> 
             contender = nmt_contender(row, today, result["env"]["time"])
             run = Run(
                 row["corpus"], length_of(row), int(row.get("seed", 0)), contender.name, row["bleu"],
-                None if result["env"].get("shared_machine") else row.get("train_tokens_per_second"), None, result["env"]["time"],
+                speed_of(result["env"], row.get("train_tokens_per_second")), None, result["env"]["time"],
                 base=contender.base, lever=contender.lever, machine=machine_name(result["env"]),
             )
             runs.append(run)
@@ -701,7 +707,7 @@ class Effect:
         run on one machine says so (``, on another machine`` after the difference)."""
         first, second = (self.base, self.lever) if gain else (self.lever, self.base)
         seeds = f", {self.base.seeds} seeds" if self.base.seeds > 1 else ""
-        other = "" if same_machine(first, second) else ", on another machine"
+        other = "" if same_machine(first, second) else ON_ANOTHER_MACHINE
         return f"{self.data}, {budget_words(self.budget)}{seeds}: {first.mean:.1f} against {second.mean:.1f} ({lead(first, second)}{other})"
 
 
@@ -757,7 +763,7 @@ def earlier_only(figures: Mapping[tuple, Cell], order: tuple[str, ...], loop: st
         recipes = [name for name in earlier if (data, budget, name) in figures]
         if recipes:
             mine, theirs = figures[(data, budget, recipes[-1])], figures.get((data, budget, loop))
-            other = "" if theirs is None or same_machine(mine, theirs) else ", on another machine"
+            other = "" if theirs is None or same_machine(mine, theirs) else ON_ANOTHER_MACHINE
             against = f" against the loop's {theirs} ({lead(mine, theirs)}{other})" if theirs is not None else ""
             items.append(f"- {data}, {budget_words(budget)}: {mine} with {recipe_words(recipes[-1])}{against}.")
     return items

@@ -536,17 +536,14 @@ def best_rate(runs: Iterable[Run]) -> list[Run]:
 @dataclass(frozen=True)
 class Cell:
     """A contender's figure at one budget: mean, range and count over seeds; the machine when
-    every seed ran on the same one; when its first and last run were written."""
+    every seed ran on the same one; the runs it is made of."""
 
     mean: float
     low: float
     high: float
     seeds: int
-    speed: float | None
-    batch: int | None
     machine: str | None = None
-    first: datetime | None = None
-    last: datetime | None = None
+    runs: tuple[Run, ...] = ()
 
     def __str__(self) -> str:
         spread = f" ({self.low:.1f}-{self.high:.1f}, {self.seeds} seeds)" if self.seeds > 1 else ""
@@ -561,14 +558,10 @@ def cells(runs: Iterable[Run]) -> dict[tuple[str, tuple[str, float], str], Cell]
     out = {}
     for key, group in groups.items():
         scores = [run.score for run in group]
-        speeds = [run.speed for run in group if run.speed]
-        batches = {run.batch for run in group}
         machines = {run.machine for run in group}
         out[key] = Cell(
             statistics.mean(scores), min(scores), max(scores), len(scores),
-            statistics.median(speeds) if speeds else None, batches.pop() if len(batches) == 1 else None,
-            machines.pop() if len(machines) == 1 else None,
-            min(when(run) for run in group), max(when(run) for run in group),
+            machines.pop() if len(machines) == 1 else None, tuple(group),
         )
     return out
 
@@ -582,20 +575,22 @@ def same_machine(ours: Cell, theirs: Cell) -> bool:
     return ours.machine is not None and ours.machine == theirs.machine
 
 
-def same_session(ours: Cell, theirs: Cell) -> bool:
-    """Both cells' runs on one machine, all within :data:`SESSION` of each other: the machine's pace
-    of one session (it varies by a quarter from day to day)."""
-    if not same_machine(ours, theirs) or None in (ours.first, ours.last, theirs.first, theirs.last):
-        return False
-    return max(ours.last, theirs.last) - min(ours.first, theirs.first) < SESSION
+def one_session(ours: Run, theirs: Run) -> bool:
+    """Both runs on one machine within :data:`SESSION` of each other: the machine's pace of one
+    session (it varies by a quarter from day to day)."""
+    return ours.machine == theirs.machine and abs(when(ours) - when(theirs)) < SESSION
 
 
 def speed_ratio(ours: Cell | None, theirs: Cell | None) -> float | None:
-    """The defaults' speed over the loop's, only at an equal batch in one session (a smaller batch
-    costs speed by design: more optimizer steps)."""
-    if ours is None or theirs is None or not ours.speed or not theirs.speed or ours.batch != theirs.batch:
+    """The defaults' speed over the loop's: the median ratio of their runs that trained at an equal
+    batch in one session (a smaller batch costs speed by design: more optimizer steps)."""
+    if ours is None or theirs is None:
         return None
-    return ours.speed / theirs.speed if same_session(ours, theirs) else None
+    ratios = [
+        mine.speed / other.speed for mine in ours.runs for other in theirs.runs
+        if mine.speed and other.speed and mine.batch == other.batch and one_session(mine, other)
+    ]
+    return statistics.median(ratios) if ratios else None
 
 
 def ratio(ours: Cell | None, theirs: Cell | None) -> str | None:
@@ -917,9 +912,9 @@ files (`benchmarks/results/`); the commands that write them are in
 files records its command, machine and settings. The plain loop's figure is its best peak rate at
 that budget; a figure over several seeds is their mean (range, seeds). "lead" is the defaults'
 figure minus the loop's; "speed" is the defaults' training images/s (tokens/s) over the loop's,
-medians over seeds, where both trained at the same batch (translation: each at its own, the
-loop's 128 sentences of similar length, the defaults' batches of tokens) in one session (on one
-machine, within three hours) with nothing else running. An earlier default
+the median over the pairs of their runs that trained at the same batch (translation: each at its
+own, the loop's 128 sentences of similar length, the defaults' batches of tokens) in one session
+(on one machine, within three hours) with nothing else running. An earlier default
 or a lever is set against the run of the defaults nearest to it in time, of the same session where
 there was one: a run of minutes makes as many steps as the machine's pace of the day allows. Why
 each default is what it is: [Decisions](decisions.md).

@@ -81,7 +81,7 @@ def test_tables_take_the_latest_run_the_loops_best_rate_and_the_mean_of_seeds(tm
     assert cells[2] == "25.0"  # the loop's best of its rates 1e-3, 2e-3, 4e-3
     assert cells[3] == "50.0 (40.0-60.0, 2 seeds)"  # conv stem: the override of seed 0, the default of seed 1
     assert cells[4] == "+25.0"
-    assert cells[5] == "-"  # batches 128 and 64 among the seeds: no speed ratio
+    assert cells[5] == "0.80x"  # seed 0 beside the loop at its batch; seed 1 trained at 64, a day later
     assert len(cells) == 6  # one column of defaults: today's; earlier recipes and levers are told in words
     # each against the defaults it changes, on the seeds both have; the later linear-patch run, not the first
     assert "- **The linear patch embedding of the ViT paper instead of the convolutional stem** (`model.stem=patch`), " \
@@ -106,6 +106,22 @@ def test_a_lead_between_two_machines_is_marked_and_has_no_speed_ratio(tmp_path: 
     lines[1]["env"]["cpu"] = "Intel Xeon"  # the same machine, named without its trademarks
     (folder / "quality_vision.jsonl").write_text("".join(json.dumps(line) + "\n" for line in lines))
     assert cells_of(quality_report.render(folder, None, VISION), "| glyphs | 3 epochs |")[4:] == ["+30.0", "1.00x"]
+
+
+def test_the_speed_ratio_pairs_the_runs_of_one_session_at_one_batch(tmp_path: Path) -> None:
+    """The defaults' seeds ran on two days, the loop's on the first: the ratio comes from the pair of
+    the first day alone; a run of the same session at another batch pairs with none."""
+    folder = tmp_path / "results"
+    folder.mkdir()
+    (folder / "quality_vision.jsonl").write_text("\n".join([
+        vision_line("2026-01-01T10:00:00", [row("plain timm loop", 0.2), row("vision.train defaults", 0.5, speed=120.0)], stem="conv"),
+        vision_line("2026-01-02T10:00:00", [row("vision.train defaults", 0.7, seed=1, speed=300.0)], stem="conv"),
+    ]) + "\n")
+    assert cells_of(quality_report.render(folder, None, VISION), "| glyphs | 3 epochs |")[3:] == [
+        "60.0 (50.0-70.0, 2 seeds)", "+40.0", "1.20x"]
+    with (folder / "quality_vision.jsonl").open("a") as results:
+        results.write(vision_line("2026-01-01T10:30:00", [row("vision.train defaults", 0.5, seed=2, speed=30.0, batch=64)], stem="conv") + "\n")
+    assert cells_of(quality_report.render(folder, None, VISION), "| glyphs | 3 epochs |")[5] == "1.20x"
 
 
 def test_a_run_that_shared_its_machine_has_no_speed_ratio_in_either_head(tmp_path: Path) -> None:
@@ -308,7 +324,7 @@ def test_a_lever_set_against_a_run_of_another_machine_says_so() -> None:
     """A pair of runs of one machine is its difference alone; where the lever's run and the
     defaults' ran on different machines, or the seeds of one side on several, the words say so."""
     def cell(bleu: float, machine: str | None) -> quality_report.Cell:
-        return quality_report.Cell(bleu, bleu, bleu, 1, None, None, machine)
+        return quality_report.Cell(bleu, bleu, bleu, 1, machine)
 
     def words(lever: str | None, base: str | None) -> str:
         return quality_report.Effect("toy", ("minutes", 30.0), NMT_DEFAULTS, cell(30.0, base), cell(31.0, lever)).words()
@@ -440,7 +456,7 @@ def test_a_contender_keeps_its_colour_in_every_panel(tmp_path: Path, monkeypatch
         return errorbar(self, *args, **kwargs)
 
     monkeypatch.setattr(Axes, "errorbar", recording)
-    cell = quality_report.Cell(50.0, 49.0, 51.0, 1, None, None)
+    cell = quality_report.Cell(50.0, 49.0, 51.0, 1)
     figures = {  # the first set lacks the middle contender, so a colour cycle per panel would shift
         ("a", ("epochs", 3.0), "loop"): cell, ("a", ("epochs", 3.0), "today"): cell,
         ("b", ("epochs", 3.0), "loop"): cell, ("b", ("epochs", 3.0), "earlier"): cell, ("b", ("epochs", 3.0), "today"): cell,

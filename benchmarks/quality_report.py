@@ -535,15 +535,20 @@ def best_rate(runs: Iterable[Run]) -> list[Run]:
 
 @dataclass(frozen=True)
 class Cell:
-    """A contender's figure at one budget: mean, range and count over seeds; the machine when
-    every seed ran on the same one; the runs it is made of."""
+    """A contender's figure at one budget: mean, range and count over seeds; the runs it is made
+    of."""
 
     mean: float
     low: float
     high: float
     seeds: int
-    machine: str | None = None
     runs: tuple[Run, ...] = ()
+
+    @property
+    def machine(self) -> str | None:
+        """The machine of its runs when every seed ran on the same one."""
+        machines = {run.machine for run in self.runs}
+        return machines.pop() if len(machines) == 1 else None
 
     def __str__(self) -> str:
         spread = f" ({self.low:.1f}-{self.high:.1f}, {self.seeds} seeds)" if self.seeds > 1 else ""
@@ -558,11 +563,7 @@ def cells(runs: Iterable[Run]) -> dict[tuple[str, tuple[str, float], str], Cell]
     out = {}
     for key, group in groups.items():
         scores = [run.score for run in group]
-        machines = {run.machine for run in group}
-        out[key] = Cell(
-            statistics.mean(scores), min(scores), max(scores), len(scores),
-            machines.pop() if len(machines) == 1 else None, tuple(group),
-        )
+        out[key] = Cell(statistics.mean(scores), min(scores), max(scores), len(scores), tuple(group))
     return out
 
 

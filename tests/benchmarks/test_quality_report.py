@@ -324,7 +324,11 @@ def test_a_lever_set_against_a_run_of_another_machine_says_so() -> None:
     """A pair of runs of one machine is its difference alone; where the lever's run and the
     defaults' ran on different machines, or the seeds of one side on several, the words say so."""
     def cell(bleu: float, machine: str | None) -> quality_report.Cell:
-        return quality_report.Cell(bleu, bleu, bleu, 1, machine)
+        def seed(number: int, on: str) -> quality_report.Run:
+            return quality_report.Run("toy", ("minutes", 30.0), number, "x", bleu, None, None, "2026-01-01T10:00:00+00:00", machine=on)
+
+        seeds = (seed(0, machine),) if machine else (seed(0, "Intel Xeon"), seed(1, "AMD EPYC"))
+        return quality_report.Cell(bleu, bleu, bleu, len(seeds), seeds)
 
     def words(lever: str | None, base: str | None) -> str:
         return quality_report.Effect("toy", ("minutes", 30.0), NMT_DEFAULTS, cell(30.0, base), cell(31.0, lever)).words()

@@ -535,14 +535,26 @@ def best_rate(runs: Iterable[Run]) -> list[Run]:
 
 @dataclass(frozen=True)
 class Cell:
-    """A contender's figure at one budget: mean, range and count over seeds; the runs it is made
-    of."""
+    """A contender's figure at one budget, from the runs it is made of (one per seed): mean, range
+    and count over seeds, and the machine when every seed ran on the same one."""
 
-    mean: float
-    low: float
-    high: float
-    seeds: int
-    runs: tuple[Run, ...] = ()
+    runs: tuple[Run, ...]
+
+    @property
+    def mean(self) -> float:
+        return statistics.mean(run.score for run in self.runs)
+
+    @property
+    def low(self) -> float:
+        return min(run.score for run in self.runs)
+
+    @property
+    def high(self) -> float:
+        return max(run.score for run in self.runs)
+
+    @property
+    def seeds(self) -> int:
+        return len(self.runs)
 
     @property
     def machine(self) -> str | None:
@@ -560,11 +572,7 @@ def cells(runs: Iterable[Run]) -> dict[tuple[str, tuple[str, float], str], Cell]
     groups: dict[tuple, list[Run]] = defaultdict(list)
     for run in runs:
         groups[(run.data, run.budget, run.contender)].append(run)
-    out = {}
-    for key, group in groups.items():
-        scores = [run.score for run in group]
-        out[key] = Cell(statistics.mean(scores), min(scores), max(scores), len(scores), tuple(group))
-    return out
+    return {key: Cell(tuple(group)) for key, group in groups.items()}
 
 
 def budget_words(budget: tuple[str, float]) -> str:

@@ -327,8 +327,7 @@ def test_a_lever_set_against_a_run_of_another_machine_says_so() -> None:
         def seed(number: int, on: str) -> quality_report.Run:
             return quality_report.Run("toy", ("minutes", 30.0), number, "x", bleu, None, None, "2026-01-01T10:00:00+00:00", machine=on)
 
-        seeds = (seed(0, machine),) if machine else (seed(0, "Intel Xeon"), seed(1, "AMD EPYC"))
-        return quality_report.Cell(bleu, bleu, bleu, len(seeds), seeds)
+        return quality_report.Cell((seed(0, machine),) if machine else (seed(0, "Intel Xeon"), seed(1, "AMD EPYC")))
 
     def words(lever: str | None, base: str | None) -> str:
         return quality_report.Effect("toy", ("minutes", 30.0), NMT_DEFAULTS, cell(30.0, base), cell(31.0, lever)).words()
@@ -460,7 +459,10 @@ def test_a_contender_keeps_its_colour_in_every_panel(tmp_path: Path, monkeypatch
         return errorbar(self, *args, **kwargs)
 
     monkeypatch.setattr(Axes, "errorbar", recording)
-    cell = quality_report.Cell(50.0, 49.0, 51.0, 1)
+    cell = quality_report.Cell(tuple(
+        quality_report.Run("a", ("epochs", 3.0), seed, "x", score, None, None, "2026-01-01T10:00:00+00:00")
+        for seed, score in enumerate((49.0, 51.0))
+    ))
     figures = {  # the first set lacks the middle contender, so a colour cycle per panel would shift
         ("a", ("epochs", 3.0), "loop"): cell, ("a", ("epochs", 3.0), "today"): cell,
         ("b", ("epochs", 3.0), "loop"): cell, ("b", ("epochs", 3.0), "earlier"): cell, ("b", ("epochs", 3.0), "today"): cell,

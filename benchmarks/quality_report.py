@@ -694,6 +694,31 @@ def defaults_table(
     return text
 
 
+def budget_multiples(figures: Mapping[tuple, Cell], ours: str, loop: str) -> str:
+    """The lead as budget, one line per data set where it shows: the largest multiple ``L / D`` of
+    a budget ``D`` of ``ours`` whose figure the loop stays under at a larger budget ``L`` of the
+    same unit (so the loop needs more than ``L / D`` times the budget for it)."""
+    found: dict[str, tuple[float, tuple, tuple]] = {}
+    for (data, budget, name), mine in figures.items():
+        if name != ours or budget[0] not in USER_BUDGETS:
+            continue
+        for (other_data, longer, other), theirs in figures.items():
+            if other != loop or other_data != data or longer[0] != budget[0] or longer[1] <= budget[1]:
+                continue
+            multiple = longer[1] / budget[1]
+            if theirs.mean < mine.mean and multiple > found.get(data, (1.0,))[0]:
+                found[data] = (multiple, budget, longer)
+    lines = []
+    for data, (multiple, budget, longer) in sorted(found.items()):
+        mine, theirs = figures[(data, budget, ours)], figures[(data, longer, loop)]
+        other = "" if same_machine(mine, theirs) else ON_ANOTHER_MACHINE
+        lines.append(
+            f"- {data}: the loop at {budget_words(longer)}, {theirs.mean:.1f}, under the defaults at "
+            f"{budget_words(budget)}, {mine.mean:.1f}: more than {multiple:.1f} times the {budget[0]}{other}"
+        )
+    return "\n".join(lines) or "(no data set has the loop at a larger budget under the defaults)"
+
+
 @dataclass(frozen=True)
 class Effect:
     """A lever against the defaults it changes (``against``) at one data set and budget, on the
@@ -899,11 +924,13 @@ def render(
     return PAGE_TEMPLATE.format(
         vision=defaults_table(vision, DEFAULTS, LOOP) if vision else "(no results)",
         vision_float32=float32_budgets(quality.vision_runs),
+        vision_multiples=budget_multiples(vision, DEFAULTS, LOOP) if vision else "(no results)",
         vision_changes=changes(VISION_SETTINGS, today),
         nmt_changes=changes(NMT_SETTINGS, nmt_today),
         history=history or "(none)",
         levers=levers or "(none)",
         nmt=defaults_table(nmt, NMT_DEFAULTS, NMT_LOOP, what="corpus") if nmt else "(no results)",
+        nmt_multiples=budget_multiples(nmt, NMT_DEFAULTS, NMT_LOOP) if nmt else "(no results)",
         nmt_history=nmt_history or "(none)",
         nmt_levers=nmt_levers or "(none)",
     )
@@ -941,6 +968,11 @@ patch 4). `digits` and `mnist` are the small sets (scikit-learn's and MNIST digi
 
 {vision_float32}
 
+The lead as budget: the most epochs or minutes the loop was given while staying under the
+defaults' figure at fewer (the loop's budget and figure, then the defaults').
+
+{vision_multiples}
+
 ### History
 
 The defaults changed since the first runs, oldest change first: {vision_changes}.
@@ -966,6 +998,10 @@ the same minutes. What was tried for the translation defaults, and why they are 
 ![Test BLEU against minutes](figures/translation_quality.png)
 
 {nmt}
+
+The lead as budget, as for the Vision Transformer:
+
+{nmt_multiples}
 
 ### History
 

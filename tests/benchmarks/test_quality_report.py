@@ -337,6 +337,35 @@ def test_a_lever_set_against_a_run_of_another_machine_says_so() -> None:
     assert words(None, "Intel Xeon").endswith("(+1.0, on another machine)")
 
 
+def test_the_lead_as_budget_is_the_largest_multiple_of_budget_the_loop_stays_under() -> None:
+    """Each set names the loop's largest budget still under a figure of the defaults at a smaller
+    budget of the same unit, with the multiple; a set where the loop catches up has no line."""
+    def cell(bleu: float, machine: str = "Intel Xeon") -> quality_report.Cell:
+        return quality_report.Cell((
+            quality_report.Run("x", ("minutes", 8.0), 0, "x", bleu, None, None, "2026-01-01T10:00:00+00:00", machine=machine),
+        ))
+
+    figures = {
+        ("a", ("minutes", 8.0), NMT_DEFAULTS): cell(26.0),
+        ("a", ("minutes", 30.0), NMT_DEFAULTS): cell(30.0),
+        ("a", ("minutes", 30.0), NMT_LOOP): cell(21.0),
+        ("a", ("minutes", 120.0), NMT_LOOP): cell(29.0, "AMD EPYC"),
+        ("a", ("epochs", 1.0), NMT_DEFAULTS): cell(50.0),
+        ("b", ("minutes", 8.0), NMT_DEFAULTS): cell(10.0),
+        ("b", ("minutes", 30.0), NMT_LOOP): cell(12.0),
+    }
+    assert quality_report.budget_multiples(figures, NMT_DEFAULTS, NMT_LOOP) == (
+        "- a: the loop at 120 minutes, 29.0, under the defaults at 30 minutes, 30.0: "
+        "more than 4.0 times the minutes, on another machine"
+    )
+    del figures[("a", ("minutes", 120.0), NMT_LOOP)]
+    assert quality_report.budget_multiples(figures, NMT_DEFAULTS, NMT_LOOP) == (
+        "- a: the loop at 30 minutes, 21.0, under the defaults at 8 minutes, 26.0: more than 3.8 times the minutes"
+    )
+    del figures[("a", ("minutes", 30.0), NMT_LOOP)]
+    assert quality_report.budget_multiples(figures, NMT_DEFAULTS, NMT_LOOP).startswith("(no data set")
+
+
 def test_translation_rows_of_another_dropout_are_an_earlier_recipe() -> None:
     """Rows that recorded no dropout ran with 0.1, ``auto`` rows that recorded no ``min_dropout``
     switched it on at any rate, and ``auto`` rows marked ``dropout_masks: F.dropout`` drew their

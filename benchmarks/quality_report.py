@@ -706,7 +706,7 @@ def budget_multiples(figures: Mapping[tuple, Cell], ours: str, loop: str) -> str
             if other != loop or other_data != data or longer[0] != budget[0] or longer[1] <= budget[1]:
                 continue
             multiple = longer[1] / budget[1]
-            if theirs.mean < mine.mean and multiple > found.get(data, (1.0,))[0]:
+            if theirs.mean < mine.mean and (data not in found or multiple > found[data][0]):
                 found[data] = (multiple, budget, longer)
     lines = []
     for data, (multiple, budget, longer) in sorted(found.items()):

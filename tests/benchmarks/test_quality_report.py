@@ -18,6 +18,11 @@ NMT_FLOAT32 = f"{NMT_DEFAULTS}, float32"
 WIDE = quality_report.LEGACY_WIDTH  # the width of rows that record none
 
 
+def scored(score: float, seed: int = 0, machine: str = "Intel Xeon") -> quality_report.Run:
+    """One run of a cell: its score, seed and machine (the rest is what no test here reads)."""
+    return quality_report.Run("x", ("minutes", 8.0), seed, "x", score, None, None, "2026-01-01T10:00:00+00:00", machine=machine)
+
+
 def translation(dropout: float | str = 0.1, smoothing: float | str = 0.1, width: tuple[int, int] = WIDE) -> dict:
     """Translation defaults of a day after bf16 autocast (and before any later change unless named)."""
     return {**quality_report.LEGACY_NMT, "precision": "auto", "dropout": dropout, "label_smoothing": smoothing, "width": width}
@@ -324,10 +329,9 @@ def test_a_lever_set_against_a_run_of_another_machine_says_so() -> None:
     """A pair of runs of one machine is its difference alone; where the lever's run and the
     defaults' ran on different machines, or the seeds of one side on several, the words say so."""
     def cell(bleu: float, machine: str | None) -> quality_report.Cell:
-        def seed(number: int, on: str) -> quality_report.Run:
-            return quality_report.Run("toy", ("minutes", 30.0), number, "x", bleu, None, None, "2026-01-01T10:00:00+00:00", machine=on)
-
-        return quality_report.Cell((seed(0, machine),) if machine else (seed(0, "Intel Xeon"), seed(1, "AMD EPYC")))
+        return quality_report.Cell(
+            (scored(bleu, 0, machine),) if machine else (scored(bleu, 0, "Intel Xeon"), scored(bleu, 1, "AMD EPYC"))
+        )
 
     def words(lever: str | None, base: str | None) -> str:
         return quality_report.Effect("toy", ("minutes", 30.0), NMT_DEFAULTS, cell(30.0, base), cell(31.0, lever)).words()
@@ -341,9 +345,7 @@ def test_the_lead_as_budget_is_the_largest_multiple_of_budget_the_loop_stays_und
     """Each set names the loop's largest budget still under a figure of the defaults at a smaller
     budget of the same unit, with the multiple; a set where the loop catches up has no line."""
     def cell(bleu: float, machine: str = "Intel Xeon") -> quality_report.Cell:
-        return quality_report.Cell((
-            quality_report.Run("x", ("minutes", 8.0), 0, "x", bleu, None, None, "2026-01-01T10:00:00+00:00", machine=machine),
-        ))
+        return quality_report.Cell((scored(bleu, machine=machine),))
 
     figures = {
         ("a", ("minutes", 8.0), NMT_DEFAULTS): cell(26.0),
@@ -488,10 +490,7 @@ def test_a_contender_keeps_its_colour_in_every_panel(tmp_path: Path, monkeypatch
         return errorbar(self, *args, **kwargs)
 
     monkeypatch.setattr(Axes, "errorbar", recording)
-    cell = quality_report.Cell(tuple(
-        quality_report.Run("a", ("epochs", 3.0), seed, "x", score, None, None, "2026-01-01T10:00:00+00:00")
-        for seed, score in enumerate((49.0, 51.0))
-    ))
+    cell = quality_report.Cell((scored(49.0, 0), scored(51.0, 1)))
     figures = {  # the first set lacks the middle contender, so a colour cycle per panel would shift
         ("a", ("epochs", 3.0), "loop"): cell, ("a", ("epochs", 3.0), "today"): cell,
         ("b", ("epochs", 3.0), "loop"): cell, ("b", ("epochs", 3.0), "earlier"): cell, ("b", ("epochs", 3.0), "today"): cell,

@@ -38,6 +38,7 @@ def reverse_task_config(tmp_path: Path) -> DictConfig:
         "module.bleu_every_n_epochs=100",
         "module.beam_size=2",
         "trainer.max_epochs=15",
+        "trainer.precision=32-true",  # the same arithmetic on every CPU, bf16-capable or not
     )
 
 

@@ -53,39 +53,6 @@ def expected(classifier_checkpoint: Path, images: list[Path]) -> dict[Path, list
     return {path: predicted(classifier_checkpoint, [path])[0] for path in images}
 
 
-def test_health_and_info(server: Server) -> None:
-    assert get(f"{server.url}/health") == (200, "ok")
-    status, info = get(f"{server.url}/info")
-    assert status == 200 and info["model"]["classes"] == ["cat", "dog", "owl"]
-
-
-def test_one_image_answers_what_vision_predict_prints(server: Server, expected: dict) -> None:
-    for path, predictions in expected.items():
-        assert post_json(f"{server.url}/predict", {"image": b64(path)}) == (200, {"predictions": predictions}), path.name
-
-
-def test_several_images_and_top_k_answer_what_vision_predict_prints(
-    server: Server, classifier_checkpoint: Path, images: list[Path]
-) -> None:
-    results = [{"predictions": predictions} for predictions in predicted(classifier_checkpoint, images, top_k=2)]
-    assert post_json(f"{server.url}/predict", {"images": [b64(path) for path in images], "top_k": 2}) == (
-        200, {"results": results}
-    )
-    assert post_json(f"{server.url}/predict", {"image": b64(images[0]), "top_k": 50})[1]["predictions"] == predicted(
-        classifier_checkpoint, images[:1], top_k=50
-    )[0]  # more than the 3 classes: all of them, as vision.predict shows
-
-
-def test_multipart_uploads_answer_as_base64_json(server: Server, expected: dict, images: list[Path]) -> None:
-    body, content_type = multipart([("image", (images[1].name, images[1].read_bytes()))])
-    assert post(f"{server.url}/predict", body, content_type) == (200, {"predictions": expected[images[1]]})
-    fields = [("images", (path.name, path.read_bytes())) for path in images[:2]] + [("top_k", "1")]
-    body, content_type = multipart(fields)
-    assert post(f"{server.url}/predict", body, content_type) == (
-        200, {"results": [{"predictions": expected[path][:1]} for path in images[:2]]}
-    )
-
-
 def assert_close(answer: dict[str, Any], predictions: list[dict[str, Any]]) -> None:
     """The same classes in the same order, the probabilities equal up to float32 rounding (a
     batch of another composition may round the last bits differently)."""
@@ -94,13 +61,54 @@ def assert_close(answer: dict[str, Any], predictions: list[dict[str, Any]]) -> N
     assert got == pytest.approx([entry["probability"] for entry in predictions], rel=1e-5, abs=1e-7)
 
 
+def assert_answers(reply: tuple[int, Any], predictions: list[list[dict[str, Any]]], batched: bool = False) -> None:
+    """A 200 answering one image (``{"predictions": ...}``) or, ``batched``, several
+    (``{"results": [...]}``), each close to its entry of ``predictions`` (:func:`assert_close`)."""
+    status, answer = reply
+    assert status == 200, answer
+    assert set(answer) == {"results" if batched else "predictions"}, answer
+    results = answer["results"] if batched else [answer]
+    assert len(results) == len(predictions), answer
+    for result, expected in zip(results, predictions):
+        assert_close(result, expected)
+
+
+def test_health_and_info(server: Server) -> None:
+    assert get(f"{server.url}/health") == (200, "ok")
+    status, info = get(f"{server.url}/info")
+    assert status == 200 and info["model"]["classes"] == ["cat", "dog", "owl"]
+
+
+def test_one_image_answers_what_vision_predict_prints(server: Server, expected: dict) -> None:
+    for path, predictions in expected.items():
+        assert_answers(post_json(f"{server.url}/predict", {"image": b64(path)}), [predictions])
+
+
+def test_several_images_and_top_k_answer_what_vision_predict_prints(
+    server: Server, classifier_checkpoint: Path, images: list[Path]
+) -> None:
+    answer = post_json(f"{server.url}/predict", {"images": [b64(path) for path in images], "top_k": 2})
+    assert_answers(answer, predicted(classifier_checkpoint, images, top_k=2), batched=True)
+    answer = post_json(f"{server.url}/predict", {"image": b64(images[0]), "top_k": 50})
+    # More than the 3 classes: all of them, as vision.predict shows.
+    assert_answers(answer, predicted(classifier_checkpoint, images[:1], top_k=50))
+
+
+def test_multipart_uploads_answer_as_base64_json(server: Server, expected: dict, images: list[Path]) -> None:
+    body, content_type = multipart([("image", (images[1].name, images[1].read_bytes()))])
+    assert_answers(post(f"{server.url}/predict", body, content_type), [expected[images[1]]])
+    fields = [("images", (path.name, path.read_bytes())) for path in images[:2]] + [("top_k", "1")]
+    body, content_type = multipart(fields)
+    answer = post(f"{server.url}/predict", body, content_type)
+    assert_answers(answer, [expected[path][:1] for path in images[:2]], batched=True)
+
+
 def test_concurrent_requests_are_batched_with_the_same_answers(server: Server, expected: dict) -> None:
     paths = list(expected) * 4
     with ThreadPoolExecutor(len(paths)) as pool:
         answers = list(pool.map(lambda path: post_json(f"{server.url}/predict", {"image": b64(path)}, timeout=60), paths))
     for path, (status, answer) in zip(paths, answers):
-        assert status == 200, answer
-        assert_close(answer, expected[path])
+        assert_answers((status, answer), [expected[path]])
 
 
 # ----------------------------------------------------------------------------- bad requests
@@ -174,7 +182,7 @@ def test_a_bad_request_gets_its_4xx_and_the_next_good_one_is_answered(
     assert answer[0] == status, answer
     assert reason in answer[1]["detail"] and "\n" not in answer[1]["detail"], answer
     path, predictions = next(iter(expected.items()))
-    assert post_json(f"{server.url}/predict", {"image": b64(path)}) == (200, {"predictions": predictions})
+    assert_answers(post_json(f"{server.url}/predict", {"image": b64(path)}), [predictions])
 
 
 def test_a_chunked_body_over_the_limit_is_refused_as_it_arrives(server: Server, expected: dict) -> None:
@@ -187,7 +195,7 @@ def test_a_chunked_body_over_the_limit_is_refused_as_it_arrives(server: Server, 
     finally:
         connection.close()
     path, predictions = next(iter(expected.items()))
-    assert post_json(f"{server.url}/predict", {"image": b64(path)}) == (200, {"predictions": predictions})
+    assert_answers(post_json(f"{server.url}/predict", {"image": b64(path)}), [predictions])
 
 
 def test_a_bad_image_batched_with_good_ones_is_answered_alone(server: Server, expected: dict) -> None:
@@ -196,8 +204,7 @@ def test_a_bad_image_batched_with_good_ones_is_answered_alone(server: Server, ex
     with ThreadPoolExecutor(len(payloads)) as pool:
         answers = list(pool.map(lambda payload: post_json(f"{server.url}/predict", payload, timeout=60), payloads))
     for path, (status, answer) in zip(paths, answers):
-        assert status == 200, answer
-        assert_close(answer, expected[path])
+        assert_answers((status, answer), [expected[path]])
     assert answers[-1][0] == 422
 
 

@@ -71,7 +71,7 @@ from benchmarks import corpora
 from benchmarks.common import CONF, cli_precision, environment, run_training_cli, table_result
 from benchmarks.report import budget_label, length_of, table
 from nlp.data.batching import Example, pad_batch
-from nlp.data.datamodule import TranslationDataModule
+from nlp.data.datamodule import TranslationDataModule, pad_multiple
 from nlp.decoding import length_limits, repetition_rate
 from nlp.data.gettext import DEFAULT_LOCALE_DIR, read_gettext_corpus
 from nlp.data.tokenizer import SubwordTokenizer
@@ -163,7 +163,7 @@ def run_cli(budget: list[str], overrides: list[str], run_dir: Path, device: str,
     """``python -m nlp.train`` with the ``budget`` overrides; the figures of its ``metrics.json``
     (among them the cross entropy without label smoothing of its last validation and of the test,
     ``val_nll`` and ``test_nll``), the precision it trained in, its ``model.dropout`` (an auto one with the rate it switches on at), its
-    label smoothing and its width and feed-forward."""
+    label smoothing, its width and feed-forward and the multiple its batches were padded to."""
     cli_overrides = [*overrides, f"trainer={'gpu' if device == 'cuda' else 'cpu'}", *budget, "logger=csv"]
     metrics, _ = run_training_cli("nlp.train", cli_overrides, run_dir, threads)
     config = OmegaConf.load(run_dir / ".hydra" / "config.yaml")
@@ -184,6 +184,7 @@ def run_cli(budget: list[str], overrides: list[str], run_dir: Path, device: str,
         "label_smoothing": config.module.label_smoothing,
         "dim": config.model.dim,
         "ffn_dim": config.model.ffn_dim,
+        "pad_to_multiple": pad_multiple(config.data.pad_to_multiple),
         **({"min_dropout": MIN_DROPOUT} if dropout == AUTO else {}),  # the rate an auto dropout switches on at
     }
 

@@ -21,7 +21,8 @@ set it). Translation: the precision (a row that recorded none trained in float32
 row that recorded none ran with 0.1, before ``model.dropout: auto``; an ``auto`` one that recorded
 no ``min_dropout`` switched its dropout on at any planned rate), the epoch bound that cut a time
 budget short, the label smoothing and the width (a row that recorded none ran with 0.1, and 256
-with a feed-forward of 1,024). A recipe other than
+with a feed-forward of 1,024), and the multiple a batch's lengths were padded to (a row that
+recorded none, on a CPU, padded to its longest sentence only). A recipe other than
 today's defaults is either an earlier default (the history) or
 a lever (an override under test); each is set against the defaults it changes, on the seeds both
 have, and told in words under the one table of today's defaults against the loop. Its latest run is
@@ -52,6 +53,7 @@ from benchmarks.proving_grounds import DEFAULT_COUNTS, SETS
 from benchmarks.report import budget_label, length_of, results_of, table
 from core.constraints import AUTO
 from core.files.atomic import atomic_path
+from nlp.data.datamodule import pad_multiple
 
 RESULTS = Path(__file__).parent / "results"
 DOCS = Path(__file__).parent.parent / "docs"
@@ -74,6 +76,7 @@ LEGACY_EPOCH_BOUND = 10  # trainer.max_epochs before it was null: a time budget 
 SMOOTHING = "module.label_smoothing="
 LEGACY_SMOOTHING = 0.1  # conf/nlp.yaml's label smoothing when a row did not record its own
 SMOOTHING_SINCE = "2026-12-05T10:35:00+00:00"  # when transformer_mini's label smoothing became auto
+PAD = "data.pad_to_multiple="
 WIDTH = ("dim", "ffn_dim")  # the model settings of a translation model's width, as its rows record them
 WIDTH_OVERRIDES = tuple(f"model.{key}=" for key in WIDTH)
 LEGACY_WIDTH = (256, 1024)  # transformer_mini's width and feed-forward when a row did not record its own
@@ -117,6 +120,7 @@ LEVER_NAMES = {
     "model.locality=true": "Locality Self-Attention (Lee et al. 2021): a learned temperature, each token's own key masked",
     "model.pool=seq + model.class_token=false":
         "Sequence pooling (CCT, Hassani et al. 2021): the patch tokens weighted by a learned softmax, no class token",
+    f"{PAD}1": "Batches padded to their longest sentence only, instead of to a multiple of 8 tokens",
     "model.dim=256 + model.ffn_dim=1024": "The wider model: width 256 and feed-forward 1,024 instead of 192 and 768",
     "model.encoder_depth=4 + model.decoder_depth=2": "A deeper encoder and a shallower decoder: 4 + 2 layers instead of 3 + 3",
     "module.lr=3e-3": "A peak rate of 3e-3 instead of 2e-3",
@@ -243,6 +247,15 @@ class Width(Setting):
         return tuple(int(OmegaConf.select(config, f"{self.config_path}.{key}")) for key in WIDTH)  # type: ignore[return-value]
 
 
+@dataclass(frozen=True)
+class PadMultiple(Setting):
+    """The multiple a translation batch's lengths are padded to: the config's ``auto`` as the
+    datamodule resolves it (:func:`nlp.data.datamodule.pad_multiple`)."""
+
+    def today(self, config: Any) -> int:
+        return pad_multiple(OmegaConf.select(config, self.config_path))
+
+
 def rate_or_auto(value: Any) -> float | str:
     """A rate as a float, or ``auto`` (sized to the run's plan) as it is."""
     return value if value == AUTO else float(value)
@@ -329,6 +342,12 @@ NMT_SETTINGS = (
         "(`module.label_smoothing: auto`)",
         recorded=lambda row: rate_or_auto(row["label_smoothing"]) if "label_smoothing" in row else None, strict=True,
         since=SMOOTHING_SINCE,
+    ),
+    PadMultiple(
+        "pad_to_multiple", 1, "data.pad_to_multiple", prefixed(PAD, pad_multiple), lambda multiple: f"{PAD}{multiple}",
+        lambda multiple: "padding to the longest sentence" if multiple == 1 else f"padding to multiples of {multiple}",
+        "a CPU's batches, padded to their longest sentence, are padded to multiples of 8 tokens as a GPU's "
+        "(`data.pad_to_multiple: auto`)",
     ),
 )
 LEGACY_NMT = {setting.key: setting.legacy for setting in NMT_SETTINGS}

@@ -2,9 +2,10 @@
 
 Sentences of similar length share a batch, so little compute goes to padding, and a batch holds
 as many sentences as fit in ``max_tokens`` padded tokens: many short ones or a few long ones.
-With ``multiple`` > 1 (8 on a GPU: tensor cores, and ``compile=true`` meets a bounded set of
-shapes) the model's inputs are padded to a multiple of it, sources and teacher-forced targets
-alike, and the budget counts the padded lengths: an epoch then yields a few dozen shapes.
+With ``multiple`` > 1 (8 by default: the kernels of a CPU's oneDNN and a GPU's tensor cores, and
+``compile=true``, meet a bounded set of shapes) the model's inputs are padded to a multiple of it,
+sources and teacher-forced targets alike, and the budget counts the padded lengths: an epoch then
+yields a few dozen shapes.
 """
 
 from __future__ import annotations

@@ -25,6 +25,15 @@ from nlp.data.toy_corpus import TOY_PAIRS
 
 log = logging.getLogger(__name__)
 
+# ``pad_to_multiple=auto``: lengths rounded up to 8 give an epoch a few dozen batch shapes instead
+# of hundreds, so a CPU's bf16 kernels (oneDNN builds and caches one per shape) and a GPU's
+# (tensor cores; ``compile=true``) keep reusing the ones they have.
+AUTO_PAD_MULTIPLE = 8
+
+
+def pad_multiple(pad_to_multiple: int | str) -> int:
+    """The multiple that ``data.pad_to_multiple`` pads to: ``auto`` is :data:`AUTO_PAD_MULTIPLE`."""
+    return AUTO_PAD_MULTIPLE if pad_to_multiple == AUTO else int(pad_to_multiple)
 
 
 class TranslationDataModule(BudgetedDataModule):
@@ -55,7 +64,7 @@ class TranslationDataModule(BudgetedDataModule):
         max_tokens: padded-token budget of a batch, or ``auto``: sized from the run's budget
             (:mod:`nlp.data.batch_size`; evaluation batches then hold 4096 tokens).
         pad_to_multiple: pad sources and teacher-forced targets to a multiple of this; ``auto``:
-            8 on a GPU (tensor cores, few shapes for ``compile=true``), 1 on the CPU.
+            :data:`AUTO_PAD_MULTIPLE` (8) on every device.
         max_len: the model's longest sequence; longer sentences are truncated with a warning.
         num_workers: DataLoader worker processes.
         seed: seed of the batch shuffling.
@@ -240,11 +249,8 @@ class TranslationDataModule(BudgetedDataModule):
         return self.training_loader(examples, **options) if train else DataLoader(examples, **options)
 
     def padding_multiple(self) -> int:
-        """``pad_to_multiple``, with ``auto`` resolved by the attached trainer's device."""
-        if self.pad_to_multiple != AUTO:
-            return int(self.pad_to_multiple)
-        on_gpu = self.trainer is not None and self.trainer.strategy.root_device.type == "cuda"
-        return 8 if on_gpu else 1
+        """``pad_to_multiple``, with ``auto`` resolved (:func:`pad_multiple`)."""
+        return pad_multiple(self.pad_to_multiple)
 
     def choose_train_batch(self, trainer: pl.Trainer) -> int:
         """The choice of :func:`nlp.data.batch_size.auto_max_tokens` for ``trainer``'s budget."""

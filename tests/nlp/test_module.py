@@ -130,9 +130,9 @@ def test_resuming_with_another_tokenizer_is_refused(module: TranslationModule) -
 @pytest.mark.parametrize(
     ("overrides", "scored"),
     [
-        # Stopped by max_steps inside the third epoch (9 steps an epoch): validations after steps
-        # 9 and 18 and, as the budget ends the run, 20; max_epochs -1 is no limit.
-        (["trainer.max_epochs=-1", "trainer.max_steps=20", "module.bleu_every_n_epochs=5"], [False, False, True]),
+        # Stopped by max_steps inside the third epoch (11 steps an epoch): validations after steps
+        # 11 and 22 and, as the budget ends the run, 25; max_epochs -1 is no limit.
+        (["trainer.max_epochs=-1", "trainer.max_steps=25", "module.bleu_every_n_epochs=5"], [False, False, True]),
         (["trainer.max_epochs=3", "module.bleu_every_n_epochs=2"], [False, True, True]),
     ],
     ids=["max_steps", "max_epochs"],

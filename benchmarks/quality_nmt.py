@@ -71,7 +71,8 @@ from benchmarks import corpora
 from benchmarks.common import CONF, cli_precision, environment, run_training_cli, table_result
 from benchmarks.report import budget_label, length_of, table
 from nlp.data.batching import Example, pad_batch
-from nlp.data.datamodule import TranslationDataModule, pad_multiple
+from nlp.constraints import pad_multiple
+from nlp.data.datamodule import TranslationDataModule
 from nlp.decoding import length_limits, repetition_rate
 from nlp.data.gettext import DEFAULT_LOCALE_DIR, read_gettext_corpus
 from nlp.data.tokenizer import SubwordTokenizer

@@ -53,7 +53,7 @@ from benchmarks.proving_grounds import DEFAULT_COUNTS, SETS
 from benchmarks.report import budget_label, length_of, results_of, table
 from core.constraints import AUTO
 from core.files.atomic import atomic_path
-from nlp.data.datamodule import pad_multiple
+from nlp.constraints import pad_multiple
 
 RESULTS = Path(__file__).parent / "results"
 DOCS = Path(__file__).parent.parent / "docs"
@@ -250,7 +250,7 @@ class Width(Setting):
 @dataclass(frozen=True)
 class PadMultiple(Setting):
     """The multiple a translation batch's lengths are padded to: the config's ``auto`` as the
-    datamodule resolves it (:func:`nlp.data.datamodule.pad_multiple`)."""
+    datamodule resolves it (:func:`nlp.constraints.pad_multiple`)."""
 
     def today(self, config: Any) -> int:
         return pad_multiple(OmegaConf.select(config, self.config_path))

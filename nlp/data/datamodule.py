@@ -15,7 +15,7 @@ from core.files.data_cache import cache_root
 from core.errors import InputError
 from core.training.data.budgeted import BudgetedDataModule
 from nlp.data.batch_size import STEPS_ONLY_TOKENS, auto_max_tokens
-from nlp.constraints import CORPUS, MAX_LEN, MAX_TOKENS, PAD_TO_MULTIPLE
+from nlp.constraints import CORPUS, MAX_LEN, MAX_TOKENS, PAD_TO_MULTIPLE, pad_multiple
 from nlp.data.batching import Collator, TokenBudgetBatchSampler
 from nlp.data.corpora import Pair, iter_corpus, load_hf_dataset, load_hf_split
 from nlp.data.gettext import DEFAULT_LOCALE_DIR, read_gettext_corpus
@@ -24,16 +24,6 @@ from nlp.data.tokenizer import SubwordTokenizer
 from nlp.data.toy_corpus import TOY_PAIRS
 
 log = logging.getLogger(__name__)
-
-# ``pad_to_multiple=auto``: lengths rounded up to 8 give an epoch a few dozen batch shapes instead
-# of hundreds, so a CPU's bf16 kernels (oneDNN builds and caches one per shape) and a GPU's
-# (tensor cores; ``compile=true``) keep reusing the ones they have.
-AUTO_PAD_MULTIPLE = 8
-
-
-def pad_multiple(pad_to_multiple: int | str) -> int:
-    """The multiple that ``data.pad_to_multiple`` pads to: ``auto`` is :data:`AUTO_PAD_MULTIPLE`."""
-    return AUTO_PAD_MULTIPLE if pad_to_multiple == AUTO else int(pad_to_multiple)
 
 
 class TranslationDataModule(BudgetedDataModule):
@@ -64,7 +54,7 @@ class TranslationDataModule(BudgetedDataModule):
         max_tokens: padded-token budget of a batch, or ``auto``: sized from the run's budget
             (:mod:`nlp.data.batch_size`; evaluation batches then hold 4096 tokens).
         pad_to_multiple: pad sources and teacher-forced targets to a multiple of this; ``auto``:
-            :data:`AUTO_PAD_MULTIPLE` (8) on every device.
+            :data:`nlp.constraints.AUTO_PAD_MULTIPLE` (8) on every device.
         max_len: the model's longest sequence; longer sentences are truncated with a warning.
         num_workers: DataLoader worker processes.
         seed: seed of the batch shuffling.

@@ -141,7 +141,9 @@ def test_a_wide_beam_ranks_every_continuation_of_the_prefix_as_brute_force(
 def test_the_length_limit_counts_the_tokens_after_the_prefix(sources: torch.Tensor) -> None:
     never_ends = tiny_model(vocab_size=40, seed=0)
     with torch.no_grad():
-        never_ends.output.weight[EOS] = -10.0  # </s> logits far below the others
+        # A constant </s> row: its logit is -10 times the sum of a layer-normed state, about 0,
+        # below the largest of the 39 other random logits at every step.
+        never_ends.output.weight[EOS] = -10.0
     prefix_lengths = torch.tensor([len(prefix) for prefix in PREFIXES])
     output = greedy_decode(never_ends, sources, prefix=PREFIXES)
     assert torch.equal(output.ne(PAD).sum(dim=1), torch.tensor([20, 14, 20, 17]) + prefix_lengths)  # int(1.2 * S + 10)

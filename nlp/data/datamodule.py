@@ -109,7 +109,7 @@ class TranslationDataModule(BudgetedDataModule):
         self.tokenizer_path = tokenizer_path
         self.max_tokens, self.max_len = max_tokens, max_len
         PAD_TO_MULTIPLE.require(pad_to_multiple, "data.pad_to_multiple")
-        self.pad_to_multiple = pad_to_multiple
+        self.pad_multiple = pad_multiple(pad_to_multiple)  # auto resolved: the same on every device
         self.num_workers, self.seed = num_workers, seed
         self.tokenizer: SubwordTokenizer | None = None
         self.cache_dir = cache_dir
@@ -228,25 +228,21 @@ class TranslationDataModule(BudgetedDataModule):
             seed=self.seed,
             num_replicas=world_size,
             rank=rank,
-            multiple=self.padding_multiple(),
+            multiple=self.pad_multiple,
         )
         options: dict[str, Any] = dict(
             batch_sampler=sampler,
-            collate_fn=Collator(self.tokenizer.pad_id, self.padding_multiple(), self.max_len),
+            collate_fn=Collator(self.tokenizer.pad_id, self.pad_multiple, self.max_len),
             num_workers=self.num_workers,
             persistent_workers=self.num_workers > 0,
         )
         return self.training_loader(examples, **options) if train else DataLoader(examples, **options)
 
-    def padding_multiple(self) -> int:
-        """``pad_to_multiple``, with ``auto`` resolved (:func:`pad_multiple`)."""
-        return pad_multiple(self.pad_to_multiple)
-
     def choose_train_batch(self, trainer: pl.Trainer) -> int:
         """The choice of :func:`nlp.data.batch_size.auto_max_tokens` for ``trainer``'s budget."""
         assert self.tokenizer is not None
         examples = self.examples["train"]
-        collate = Collator(self.tokenizer.pad_id, self.padding_multiple(), self.max_len)
+        collate = Collator(self.tokenizer.pad_id, self.pad_multiple, self.max_len)
         return auto_max_tokens(
             trainer, trainer.lightning_module, examples.lengths(), lambda indices: collate([examples[i] for i in indices])
         )

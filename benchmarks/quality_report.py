@@ -108,6 +108,7 @@ LEVER_NAMES = {
     f"{BETAS}[{BETA1:g},0.999]": "Adam's second-moment decay at 0.999 (AdamW's own) instead of 0.99",
     "trainer.precision=32-true": "Float32 instead of bf16 autocast",
     "model.dropout=0.1": "Dropout 0.1 at every budget instead of sized to the planned passes",
+    "model.dropout=0.2": "Dropout 0.2 at every budget instead of sized to the planned passes (0.1 from 10)",
     f"model.dropout={AUTO_FROM_START}": "The auto dropout on at any rate the plan asks for, instead of from half its full rate",
     f"model.dropout={TORCH_MASKS}": "Dropout masks drawn by PyTorch's F.dropout instead of core.dropout's bulk integer draws",
     f"{EPOCH_BOUND}{LEGACY_EPOCH_BOUND}": "The time budget cut short at 10 epochs (the default epoch bound before trainer.max_epochs: null)",

@@ -217,7 +217,6 @@ class TranslationDataModule(BudgetedDataModule):
 
     def dataloader(self, examples: EncodedSplit, train: bool, max_tokens: int) -> DataLoader:
         """Token-budget batches of ``examples``: shuffled and sharded over ranks for training."""
-        assert self.tokenizer is not None
         # Training batches are sharded over data-parallel processes here (Lightning's own sampler
         # injection is off for nlp); evaluation runs the whole split on every process.
         world_size, rank = self.shards() if train else (1, 0)
@@ -232,17 +231,22 @@ class TranslationDataModule(BudgetedDataModule):
         )
         options: dict[str, Any] = dict(
             batch_sampler=sampler,
-            collate_fn=Collator(self.tokenizer.pad_id, self.pad_multiple, self.max_len),
+            collate_fn=self.collator(),
             num_workers=self.num_workers,
             persistent_workers=self.num_workers > 0,
         )
         return self.training_loader(examples, **options) if train else DataLoader(examples, **options)
 
+    def collator(self) -> Collator:
+        """The collator of every batch: padded with the tokenizer's pad id to multiples of
+        ``pad_multiple``, within ``max_len``; the batch-size probe collates as training does."""
+        assert self.tokenizer is not None
+        return Collator(self.tokenizer.pad_id, self.pad_multiple, self.max_len)
+
     def choose_train_batch(self, trainer: pl.Trainer) -> int:
         """The choice of :func:`nlp.data.batch_size.auto_max_tokens` for ``trainer``'s budget."""
-        assert self.tokenizer is not None
         examples = self.examples["train"]
-        collate = Collator(self.tokenizer.pad_id, self.pad_multiple, self.max_len)
+        collate = self.collator()
         return auto_max_tokens(
             trainer, trainer.lightning_module, examples.lengths(), lambda indices: collate([examples[i] for i in indices])
         )

@@ -116,6 +116,18 @@ def test_a_poisoned_batch_is_rewound_and_skipped_and_the_run_finishes(tmp_path: 
     assert core.load_checkpoint(tmp_path / "checkpoints" / "last.ckpt")["global_step"] == 2 * STEPS_PER_EPOCH
 
 
+def test_two_faults_between_copies_rewind_to_the_same_good_state(tmp_path: Path) -> None:
+    """No copy is due in the run's 8 steps: both poisoned batches rewind to the state of step 0,
+    which the steps after the first rewind (and the NaN of the second fault) leave untouched."""
+    train(tiny_config(
+        tmp_path, "data._target_=tests.core.test_divergence.PoisonedData", "+data.poison=5",
+        "callbacks.divergence.every_n_steps=100",
+    ))
+    metrics = json.loads((tmp_path / "metrics.json").read_text())
+    assert metrics["train/rewinds"] == 2.0 and "diverged" not in metrics
+    assert weights_finite(tmp_path / "checkpoints" / "last.ckpt")
+
+
 def test_the_fault_after_the_last_allowed_rewind_stops_the_run(tmp_path: Path) -> None:
     with pytest.raises(TrainingDiverged, match=r"the training loss is nan, after 1 rewind .*; the last checkpoint") as raised:
         train(tiny_config(

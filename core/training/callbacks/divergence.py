@@ -239,7 +239,8 @@ class DivergenceGuard(pl.Callback):
     @torch.no_grad()
     def rewind(self, trainer: pl.Trainer, pl_module: pl.LightningModule, fault: str) -> None:
         """Put the good state back in place (the same tensors, so DDP and the optimizers keep
-        their references); the loop goes on with the next batch."""
+        their references; the optimizer state as copies, so the steps after it leave the good state
+        as it was for the next rewind); the loop goes on with the next batch."""
         assert self.good is not None
         self.rewinds += 1
         for tensor, saved in zip(state_tensors(pl_module), self.good.tensors, strict=True):
@@ -249,7 +250,7 @@ class DivergenceGuard(pl.Callback):
             optimizer.state.clear()
             for param, entries in saved.items():
                 optimizer.state[param] = {
-                    key: value.tensor.to(value.device) if isinstance(value, Stored) else copy.deepcopy(value)
+                    key: value.tensor.to(value.device, copy=True) if isinstance(value, Stored) else copy.deepcopy(value)
                     for key, value in entries.items()
                 }
         if trainer.is_global_zero:

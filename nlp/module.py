@@ -39,6 +39,7 @@ log = logging.getLogger(__name__)
 
 Batch = dict[str, Tensor]
 FREE_SETTINGS = ("dropout", "attn_dropout", "word_dropout")  # the network settings trained weights do not fix
+AUTO_REGULARIZATION = "auto_regularization"  # the checkpoint's key of the auto dropout and label smoothing in force
 
 
 class TranslationModule(FollowsThePlan, pl.LightningModule):
@@ -164,18 +165,20 @@ class TranslationModule(FollowsThePlan, pl.LightningModule):
         (:func:`core.training.plan.budget.run_plan`, the same on every process) at the start of an
         epoch: every dropout layer of the network to :func:`nlp.recipe.dropout` (``model.dropout``),
         the training loss's label smoothing to :func:`nlp.recipe.label_smoothing`
-        (``module.label_smoothing``); log each when it changes."""
+        (``module.label_smoothing``); log each when it changes. Before the first plan of a time
+        budget both are 0, or, in a resumed run re-measuring its pace, the ones in force when the
+        checkpoint was written."""
         auto_dropout = self.hparams.model.get("dropout") == AUTO
         auto_smoothing = self.hparams.label_smoothing == AUTO
         if not (auto_dropout or auto_smoothing):
             return
         plan = self.followed_plan = run_plan(self.trainer)
+        if plan is None and (self.auto_dropout is not None or self.auto_smoothing is not None):
+            return  # no plan yet, rates in force (restored from the checkpoint, or the first epoch's 0)
         epochs = plan.epochs if plan is not None else 0.0
         if auto_dropout:
             rate = planned_dropout(epochs, self.auto_dropout or 0.0)
-            for layer in self.net.modules():
-                if isinstance(layer, torch.nn.Dropout):
-                    layer.p = rate
+            self.set_dropout(rate)
             if rate != self.auto_dropout:
                 log.info("dropout %.3g for %.3g planned passes over the corpus (model.dropout=auto)", rate, epochs)
                 self.auto_dropout = rate
@@ -186,6 +189,12 @@ class TranslationModule(FollowsThePlan, pl.LightningModule):
                     "label smoothing %.3g for %.3g planned passes over the corpus (module.label_smoothing=auto)", smoothing, epochs
                 )
                 self.auto_smoothing = smoothing
+
+    def set_dropout(self, rate: float) -> None:
+        """Every dropout layer of the network at ``rate`` (the auto dropout)."""
+        for layer in self.net.modules():
+            if isinstance(layer, torch.nn.Dropout):
+                layer.p = rate
 
     def on_train_batch_start(self, batch: Any, batch_idx: int) -> None:
         """The dropout and label smoothing follow the plan at the start of each epoch only
@@ -359,8 +368,14 @@ class TranslationModule(FollowsThePlan, pl.LightningModule):
         self.net.load_state_dict(source.net.state_dict())
         return []
 
+    def on_save_checkpoint(self, checkpoint: dict[str, Any]) -> None:
+        """Keep the auto dropout and label smoothing in force, which a resumed run trains with
+        until its epoch starts with a plan (:meth:`follow_plan`)."""
+        checkpoint[AUTO_REGULARIZATION] = {"dropout": self.auto_dropout, "label_smoothing": self.auto_smoothing}
+
     def on_load_checkpoint(self, checkpoint: dict[str, Any]) -> None:
-        """Refuse to resume with token ids that mean something else than in the checkpoint."""
+        """Refuse to resume with token ids that mean something else than in the checkpoint; put
+        back the auto dropout and label smoothing in force when it was written."""
         saved = checkpoint.get("hyper_parameters", {}).get("tokenizer")
         if saved is not None and saved != self.hparams.tokenizer:
             raise ValueError(
@@ -368,6 +383,10 @@ class TranslationModule(FollowsThePlan, pl.LightningModule):
                 "data; resume with the same data settings, or reuse the run's tokenizer with "
                 "data.tokenizer_path=<run>/checkpoints/tokenizer.json"
             )
+        in_force = checkpoint.get(AUTO_REGULARIZATION, {})
+        self.auto_dropout, self.auto_smoothing = in_force.get("dropout"), in_force.get("label_smoothing")
+        if self.auto_dropout is not None:
+            self.set_dropout(self.auto_dropout)
 
     def configure_optimizers(self) -> dict[str, Any]:
         """Adam (Section 5.3) with the inverse-square-root warmup, stepped every optimizer step and

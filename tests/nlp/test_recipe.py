@@ -96,6 +96,34 @@ def test_a_time_budget_decides_its_dropout_at_an_epoch_start_not_from_its_first_
     assert later and all(rates == {FULL_DROPOUT} for rates in later)
 
 
+def test_a_resumed_time_budget_keeps_the_rates_in_force_until_it_is_planned(
+    toy_tokenizer: SubwordTokenizer, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """The checkpoint keeps the auto dropout and label smoothing in force; a resumed time budget,
+    unplanned while it measures its pace, trains with them instead of starting over from none."""
+    monkeypatch.setattr(recipe, "START_EPOCHS", 1e-3)  # any plan asks for the full rates
+    monkeypatch.setattr(recipe, "FULL_EPOCHS", 2e-3)
+    settings = dict(model={**TINY, "dropout": "auto"}, tokenizer=toy_tokenizer.to_json(), label_smoothing="auto")
+    loader = DataLoader([toy_batch(toy_tokenizer)] * 4, batch_size=None)
+    quiet = dict(accelerator="cpu", logger=False, enable_checkpointing=False, enable_progress_bar=False,
+                 enable_model_summary=False, num_sanity_val_steps=0, limit_val_batches=0)
+    first = pl.Trainer(max_epochs=2, **quiet)
+    first.fit(TranslationModule(**settings), loader)
+    first.save_checkpoint(tmp_path / "last.ckpt")
+    module, seen = TranslationModule(**settings), []
+
+    class Watch(pl.Callback):
+        def on_train_batch_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule, *args: object) -> None:
+            budget = next(callback for callback in trainer.callbacks if isinstance(callback, TrainingBudget))
+            seen.append((budget.plan is not None, dropout_rates(module), module.smoothing(training=True)))
+
+    budget = TrainingBudget(max_warmup_fraction=0.3, measure_steps=2, refine_every_n_steps=5)
+    resumed = pl.Trainer(max_time={"seconds": 3}, max_epochs=1000, callbacks=[budget, Watch()], **quiet)
+    resumed.fit(module, loader, ckpt_path=tmp_path / "last.ckpt")
+    unplanned = [(rates, smoothing) for planned, rates, smoothing in seen if not planned]
+    assert unplanned and all(rates == {FULL_DROPOUT} and smoothing == FULL_SMOOTHING for rates, smoothing in unplanned)
+
+
 def test_no_label_smoothing_for_a_few_passes_the_papers_for_many_and_no_threshold() -> None:
     assert [label_smoothing(epochs) for epochs in (0.0, 1.0, START_EPOCHS, float("nan"))] == [0.0] * 4
     assert label_smoothing(FULL_EPOCHS) == label_smoothing(100.0) == FULL_SMOOTHING == 0.1  # Section 5.4

@@ -119,6 +119,8 @@ def test_the_plan_of_epoch_and_step_budgets() -> None:
 
     assert (plan().steps, plan().steps_per_epoch, plan().epochs) == (1500, 50, 30)
     assert plan(accumulate_grad_batches=2, estimated_stepping_batches=750).epochs == 30
+    # 51 batches accumulated 2 by 2 step 26 times an epoch (the last step on one batch), as Lightning does.
+    assert plan(num_training_batches=51, accumulate_grad_batches=2, estimated_stepping_batches=780).epochs == 30
     assert plan(estimated_stepping_batches=float("inf")).epochs == float("inf")  # no bound at all
     assert plan(num_training_batches=float("inf"), estimated_stepping_batches=500).epochs == 0  # unknown length
 

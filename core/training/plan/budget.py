@@ -76,8 +76,10 @@ def resolve_epochs(trainer: DictConfig, epochs: int | None) -> int | None:
 
 def steps_per_epoch(trainer: pl.Trainer) -> float:
     """Optimizer steps in one epoch of the Trainer's training loader (inf when its length is
-    unknown, or not sized yet); every data-parallel process has the same number."""
-    return float(trainer.num_training_batches) / trainer.accumulate_grad_batches
+    unknown, or not sized yet); every data-parallel process has the same number. An epoch ends
+    with an optimizer step on its last batches when they fill only part of an accumulation."""
+    batches = float(trainer.num_training_batches)
+    return float(math.ceil(batches / trainer.accumulate_grad_batches)) if math.isfinite(batches) else batches
 
 
 def run_plan(trainer: pl.Trainer) -> RunPlan | None:
@@ -92,10 +94,15 @@ def run_plan(trainer: pl.Trainer) -> RunPlan | None:
 class FollowsThePlan:
     """A LightningModule mixin for settings sized to the run's plan (regularization, in each head's
     ``recipe``): the head's :meth:`follow_plan`, which sets ``followed_plan`` to :func:`run_plan`,
-    runs at the start of every epoch, and at every batch until a plan exists (a ``max_time`` run is
-    planned once its first steps are timed)."""
+    runs as training starts, at the start of every epoch, and at every batch until a plan exists
+    (a ``max_time`` run is planned once its first steps are timed)."""
 
     followed_plan: RunPlan | None = None
+
+    def on_train_start(self) -> None:
+        """Follow the plan before the first batch is loaded: a run resumed in the middle of an
+        epoch starts without that epoch's ``on_train_epoch_start``."""
+        self.follow_plan()
 
     def on_train_epoch_start(self) -> None:
         """Follow the plan at the start of every epoch."""

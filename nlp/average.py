@@ -97,6 +97,8 @@ def main(argv: list[str] | None = None) -> None:
     )
     parser.add_argument("--out", type=Path, required=True, help="the averaged checkpoint to write")
     args = parser.parse_args(argv)
+    if args.out.is_dir():
+        raise InputError(f"--out {args.out} is a directory; pass a file name such as {args.out / 'averaged.ckpt'}")
     averaged = average_checkpoints(args.checkpoints)
     from core.training.callbacks.checkpoints import AtomicCheckpointIO
 

@@ -9,6 +9,8 @@ from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 from torch import Tensor
 
+from core.files.atomic import atomic_path
+
 
 def heatmap(
     ax: Axes,
@@ -44,7 +46,8 @@ def heatmap(
 
 
 def save_figure(figure: Figure, path: Path) -> Path:
-    """Save ``figure`` to ``path`` as a PNG (its folder created) and return the path."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    figure.savefig(path, dpi=120, bbox_inches="tight")
+    """Save ``figure`` to ``path`` as a PNG, whole or not at all (:func:`core.files.atomic.atomic_path`,
+    which creates its folder), and return the path."""
+    with atomic_path(path) as tmp:
+        figure.savefig(tmp, dpi=120, bbox_inches="tight", format="png")
     return path

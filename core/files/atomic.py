@@ -15,6 +15,7 @@ from core.errors import InputError
 
 NO_SPACE = {errno.ENOSPC, errno.EDQUOT}
 NOT_WRITABLE = {errno.EACCES, errno.EPERM, errno.EROFS}
+NOT_A_FILE_PATH = {errno.EISDIR, errno.ENOTDIR, errno.EEXIST}  # a directory at the path, or a file among its folders
 FULL_BELOW = 1 << 20  # bytes free under which a serializer's failure is taken for a full disk
 
 
@@ -33,6 +34,10 @@ def write_error(path: Path, error: BaseException, written: int) -> InputError | 
         return InputError(
             f"cannot write {path}: {os.strerror(code)}; choose a writable directory (e.g. hydra.run.dir=...) "
             "or fix its permissions"
+        )
+    if code in NOT_A_FILE_PATH:
+        return InputError(
+            f"cannot write {path}: {os.strerror(code)}; give the path of a file, in a folder that is not a file"
         )
     free = shutil.disk_usage(directory).free
     if code in NO_SPACE or (isinstance(error, (OSError, RuntimeError)) and free < FULL_BELOW):
@@ -64,12 +69,18 @@ def atomic_path(path: str | Path) -> Iterator[Path]:
     except (OSError, RuntimeError) as error:
         # Measured before the temporary file is removed, which frees its space again.
         clear = write_error(path, error, tmp.stat().st_size if tmp.exists() else 0)
-        tmp.unlink(missing_ok=True)
+        remove(tmp)
         if clear is None:
             raise
         raise clear from None
     finally:
-        tmp.unlink(missing_ok=True)
+        remove(tmp)
+
+
+def remove(tmp: Path) -> None:
+    """Remove the temporary file ``tmp`` if it was made (its folder may be no folder at all)."""
+    if tmp.is_file():
+        tmp.unlink()
 
 
 @contextmanager

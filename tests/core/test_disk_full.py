@@ -4,6 +4,7 @@ file stays whole and no temporary file is left behind."""
 from __future__ import annotations
 
 import errno
+import re
 import shutil
 import subprocess
 import sys
@@ -55,6 +56,16 @@ def test_os_errors_name_the_file_and_the_fix(tmp_path: Path, code: int, words: s
             tmp.write_text("{")
             raise OSError(code, "simulated")
     assert not list(tmp_path.iterdir())
+
+
+def test_a_path_that_cannot_be_a_file_names_the_fix(tmp_path: Path) -> None:
+    (tmp_path / "folder").mkdir()
+    (tmp_path / "file").write_text("")
+    for path, words in ((tmp_path / "folder", "Is a directory"), (tmp_path / "file" / "out.png", "File exists")):
+        with pytest.raises(InputError, match=re.escape(f"cannot write {path}: {words}; give the path of a file")):
+            with atomic_path(path) as tmp:
+                tmp.write_text("x")
+    assert sorted(path.name for path in tmp_path.iterdir()) == ["file", "folder"] and not list((tmp_path / "folder").iterdir())
 
 
 def test_other_failures_keep_their_traceback(tmp_path: Path) -> None:

@@ -128,6 +128,16 @@ def test_mismatched_checkpoints_are_refused(
     assert not (tmp_path / "avg.ckpt").exists()
 
 
+def test_an_out_that_is_a_directory_is_refused_before_the_averaging(
+    recent: list[Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    with pytest.raises(SystemExit) as exit_info:
+        average.main([str(recent[0]), str(tmp_path / "missing.ckpt"), "--out", str(tmp_path)])
+    assert exit_info.value.code == 2  # refused before the missing checkpoint is read
+    error = capsys.readouterr().err
+    assert error == f"error: --out {tmp_path} is a directory; pass a file name such as {tmp_path / 'averaged.ckpt'}\n"
+
+
 def test_a_checkpoint_with_non_finite_weights_is_refused_and_nothing_is_written(
     recent: list[Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

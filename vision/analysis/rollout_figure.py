@@ -11,6 +11,8 @@ import torch.nn.functional as F
 from matplotlib.figure import Figure
 from torch import Tensor
 
+from core.files.atomic import atomic_path
+
 
 def unnormalize(image: Tensor, mean: list[float], std: list[float]) -> Tensor:
     """A normalized [3, H, W] image back to displayable [H, W, 3] values in [0, 1]."""
@@ -47,5 +49,5 @@ def draw(image: Tensor, rollout: Tensor, layers: list[Tensor], title: str, out: 
         axis.imshow(layer_map.float().cpu().numpy(), cmap="viridis")
         axis.set_title(f"layer {index + 1}")
     figure.suptitle(title)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    figure.savefig(out, dpi=120, format="png")
+    with atomic_path(out) as tmp:  # whole or not at all; its folder created
+        figure.savefig(tmp, dpi=120, format="png")

@@ -30,9 +30,9 @@ from core.serving.requests import (
     UNUSABLE,
     BadRequest,
     item_name,
-    json_type,
     known_keys,
     one_or_many,
+    text_value,
     whole_number,
 )
 from core.serving.runner import add_server_options, require_free_port, require_litserve, serve
@@ -71,8 +71,7 @@ def check_request(payload: dict[str, Any], default_beam: int) -> dict[str, Any]:
     texts, single = one_or_many(payload, ONE, MANY, MAX_TEXTS, EXAMPLE)
     for index, text in enumerate(texts):
         name = item_name(ONE, MANY, index, single)
-        if not isinstance(text, str):
-            raise BadRequest(UNUSABLE, f"{name} must be a string; send {EXAMPLE}")
+        text_value(text, name, EXAMPLE)
         if not text.strip():
             raise BadRequest(UNUSABLE, f"{name} is empty; send a sentence to translate")
         if len(text) > MAX_TEXT_CHARS:
@@ -92,10 +91,8 @@ def check_request(payload: dict[str, Any], default_beam: int) -> dict[str, Any]:
 
 
 def check_prefix_text(prefix: Any) -> None:
-    """Refuse a ``prefix`` that is not a string or is over :data:`MAX_PREFIX_CHARS` characters."""
-    if not isinstance(prefix, str):
-        raise BadRequest(UNUSABLE, f"'prefix' must be a string, got a JSON {json_type(prefix)}; send "
-                                   '{"text": "winter is coming", "prefix": "l\'hiver"}')
+    """Refuse a ``prefix`` that is not a string of text or is over :data:`MAX_PREFIX_CHARS` characters."""
+    text_value(prefix, "'prefix'", '{"text": "winter is coming", "prefix": "l\'hiver"}')
     if len(prefix) > MAX_PREFIX_CHARS:
         raise BadRequest(TOO_LARGE, f"'prefix' has {len(prefix):,} characters, more than the {MAX_PREFIX_CHARS:,} a "
                                     "prefix may have; send a shorter one")

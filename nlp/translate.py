@@ -113,13 +113,21 @@ def print_translations(found: Iterable[list[Translation]], nbest: int | None) ->
             print(f"{index}\t{translation.score:.4f}\t{translation.text}", flush=True)
 
 
+def argument_text(value: str) -> str:
+    """A command-line text whose bytes that are not UTF-8 (kept by Python as lone surrogates)
+    are replaced by U+FFFD, as on stdin (:class:`nlp.data.corpora.Utf8Lines`)."""
+    return value.encode("utf-8", "surrogateescape").decode("utf-8", "replace")
+
+
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     """The command line of ``python -m nlp.translate``."""
     parser = ArgumentParser(prog="python -m nlp.translate", description=__doc__.splitlines()[0])
     parser.add_argument(
         "checkpoint", help="a .ckpt file written by python -m nlp.train, or a directory written by python -m nlp.export"
     )
-    parser.add_argument("--text", action="append", help="a sentence to translate (repeatable); default: stdin lines")
+    parser.add_argument(
+        "--text", action="append", type=argument_text, help="a sentence to translate (repeatable); default: stdin lines"
+    )
     parser.add_argument(
         "--beam", type=positive_int, default=None, help="beam size; 1 decodes greedily (default: the checkpoint's beam_size)"
     )
@@ -138,7 +146,11 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         "score, text, tab-separated",
     )
     parser.add_argument(
-        "--prefix", default="", metavar="TEXT", help="text every translation starts with; decoding continues after it"
+        "--prefix",
+        default="",
+        type=argument_text,
+        metavar="TEXT",
+        help="text every translation starts with; decoding continues after it",
     )
     parser.add_argument(
         "--attention",

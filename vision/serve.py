@@ -110,7 +110,7 @@ def form_payload(fields: Fields) -> dict[str, Any]:
         payload[MANY] = encoded
     for name, value in fields:
         if name not in (ONE, MANY):
-            payload[name] = int(value) if name == "top_k" and isinstance(value, str) and value.isdigit() else value
+            payload[name] = int(value) if name == "top_k" and isinstance(value, str) and value.isdecimal() else value
     return payload
 
 

@@ -34,7 +34,7 @@ def json_object(body: bytes, example: str) -> dict[str, Any]:
     in the reason of a refusal."""
     try:
         payload = json.loads(body)
-    except (UnicodeDecodeError, json.JSONDecodeError) as error:
+    except ValueError as error:  # not UTF-8, not JSON, or a number of more digits than Python converts
         raise BadRequest(MALFORMED, f"the body is not valid JSON ({error}); send {example}") from None
     except RecursionError:
         raise BadRequest(MALFORMED, f"the body nests JSON too deeply to read; send {example}") from None
@@ -74,6 +74,20 @@ def one_or_many(payload: dict[str, Any], one: str, many: str, max_items: int, ex
     return items, False
 
 
+def text_value(value: Any, name: str, example: str) -> str:
+    """``value`` as a string of text: one that JSON's escapes filled with a lone surrogate
+    (``"\\ud800"``) is no text a model can read, and is refused before it reaches a batch."""
+    if not isinstance(value, str):
+        raise BadRequest(UNUSABLE, f"{name} must be a string, got a JSON {json_type(value)}; send {example}")
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError as error:
+        raise BadRequest(
+            UNUSABLE, f"{name} holds a lone surrogate ({value[error.start]!a}), which is no text; send UTF-8 text"
+        ) from None
+    return value
+
+
 def item_name(one: str, many: str, index: int, single: bool) -> str:
     """How a reason names item ``index``: ``'image'`` or ``'images[3]'``."""
     return repr(one) if single else f"{many}[{index}]"
@@ -88,5 +102,6 @@ def whole_number(payload: dict[str, Any], key: str, default: int, maximum: int |
     bounded = maximum is None or (isinstance(value, int) and value <= maximum)
     if isinstance(value, bool) or not isinstance(value, int) or value < 1 or not bounded:
         allowed = "of at least 1" if maximum is None else f"from 1 to {maximum}"
-        raise BadRequest(UNUSABLE, f"{key!r} must be a whole number {allowed}, got {json.dumps(value)[:40]}")
+        shown = json.dumps(value) if isinstance(value, (str, int, float, list, dict)) or value is None else repr(value)
+        raise BadRequest(UNUSABLE, f"{key!r} must be a whole number {allowed}, got {shown[:40]}")
     return value

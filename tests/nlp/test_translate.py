@@ -63,6 +63,17 @@ def test_every_input_line_gets_one_output_line_whatever_its_bytes(
     )
 
 
+def test_a_command_line_text_that_is_not_utf8_is_read_as_stdin_is(
+    checkpoint: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Python keeps argv bytes that are not UTF-8 as lone surrogates, which the tokenizer cannot
+    take: they become U+FFFD."""
+    text = b"winter \xff is coming".decode("utf-8", "surrogateescape")
+    out, _ = run([str(checkpoint), "--text", text, "--beam", "1"], monkeypatch, capsys)
+    (expected,) = load_translator(checkpoint).translate(["winter \ufffd is coming"], 1)
+    assert out == [" ".join(expected.splitlines())]
+
+
 def test_attention_rows_are_the_generated_subwords(checkpoint: Path) -> None:
     translator = load_translator(checkpoint)
     alignment = cross_attention(translator, SOURCES[1], beam_size=1)

@@ -87,6 +87,9 @@ def test_multipart_fields_become_the_json_of_the_route() -> None:
     assert vision_serve.form_payload([("image", png), ("image", png)]) == {"images": [encoded, encoded]}
     assert vision_serve.form_payload([("images", png)]) == {"images": [encoded]}
     assert vision_serve.form_payload([("top_k", "x")]) == {"top_k": "x"}  # refused by the check
+    assert vision_serve.form_payload([("top_k", "²")]) == {"top_k": "²"}  # a digit int() does not read
+    for top_k in ("²", b"3"):  # a form field sent as a file arrives as bytes
+        assert refusal(vision_serve.check_request, {"image": image_file(4, 4), "top_k": top_k})[0] == 422
 
 
 def test_the_translation_checks() -> None:
@@ -102,6 +105,9 @@ def test_the_translation_checks() -> None:
                                                               "it, or a smaller 'nbest'")
     assert refusal(check, {"text": "a", "beam": 2, "nbest": 3})[0] == 422
     assert refusal(check, {"text": "a", "prefix": "x" * (nlp_serve.MAX_PREFIX_CHARS + 1)})[0] == 413
+    for payload in ({"text": "hi \ud800"}, {"texts": ["ok", "\udcff"]}, {"text": "ok", "prefix": "\ud800"}):
+        status, reason = refusal(check, payload)  # JSON escapes can make a lone surrogate, which no tokenizer takes
+        assert status == 422 and "lone surrogate" in reason, payload
     assert refusal(check, {"text": "a", "prefix": ["l'hiver"]}) == (
         422, """'prefix' must be a string, got a JSON array; send {"text": "winter is coming", "prefix": "l'hiver"}"""
     )
@@ -109,7 +115,8 @@ def test_the_translation_checks() -> None:
 
 def test_a_json_body_must_be_an_object() -> None:
     assert json_object(b'{"a": 1}', "{}") == {"a": 1}
-    for body, status in [(b"", 400), (b"\xff", 400), (b"[" * 50_000, 400), (b"null", 422), (b'"text"', 422)]:
+    huge = b'{"beam": ' + b"1" * 5_000 + b"}"  # more digits than Python converts to an int
+    for body, status in [(b"", 400), (b"\xff", 400), (b"[" * 50_000, 400), (huge, 400), (b"null", 422), (b'"text"', 422)]:
         with pytest.raises(BadRequest) as refused:
             json_object(body, '{"text": "..."}')
         assert refused.value.status == status, body[:10]

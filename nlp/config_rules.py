@@ -26,6 +26,9 @@ RULES: tuple[Rule, ...] = (
     Rule(("module.cooldown_fraction",), PROBABILITY),
     Rule(("module.beam_size", "module.bleu_every_n_epochs"), POSITIVE_INT),
     Rule(("module.max_decode_len",), optional(POSITIVE_INT)),
+    Rule(("module.max_len_a",), NON_NEGATIVE),  # decoding checks these only at its first validation
+    Rule(("module.max_len_b",), POSITIVE_INT),
+    Rule(("module.no_repeat_ngram_size",), NON_NEGATIVE_INT),
     Rule(("data.corpus",), CORPUS),
     Rule(("data.max_tokens",), MAX_TOKENS),
     Rule(("data.pad_to_multiple",), PAD_TO_MULTIPLE),
@@ -60,4 +63,14 @@ def tokenizer_file(cfg: DictConfig) -> None:
     require_file(cfg, "data.tokenizer_path", "pass a tokenizer.json, or data.tokenizer_path=null to train one")
 
 
-RELATIONS: tuple[Callable[[DictConfig], None], ...] = (corpus_files, tokenizer_file)
+def decoding_length(cfg: DictConfig) -> None:
+    """``module.max_decode_len`` fits the decoder's positions (``model.max_len``)."""
+    limit, positions = OmegaConf.select(cfg, "module.max_decode_len"), OmegaConf.select(cfg, "model.max_len")
+    if limit is not None and positions is not None and limit > positions:
+        raise InputError(
+            f"module.max_decode_len={limit} is more than model.max_len={positions}, the most positions the decoder "
+            "has; lower module.max_decode_len or raise model.max_len"
+        )
+
+
+RELATIONS: tuple[Callable[[DictConfig], None], ...] = (corpus_files, tokenizer_file, decoding_length)

@@ -16,7 +16,7 @@ from core.errors import InputError
 from core.training.data.budgeted import BudgetedDataModule
 from nlp.data.batch_size import STEPS_ONLY_TOKENS, auto_max_tokens
 from nlp.constraints import CORPUS, MAX_LEN, MAX_TOKENS, PAD_TO_MULTIPLE, pad_multiple
-from nlp.data.batching import Collator, TokenBudgetBatchSampler
+from nlp.data.batching import Collator, TokenBudgetBatchSampler, round_up
 from nlp.data.corpora import Pair, iter_corpus, load_hf_dataset, load_hf_split
 from nlp.data.gettext import DEFAULT_LOCALE_DIR, read_gettext_corpus
 from nlp.data.prepared import EncodedSplit, build, content_hash, file_stamp, fingerprint, prepared
@@ -244,12 +244,12 @@ class TranslationDataModule(BudgetedDataModule):
         return Collator(self.tokenizer.pad_id, self.pad_multiple, self.max_len)
 
     def choose_train_batch(self, trainer: pl.Trainer) -> int:
-        """The choice of :func:`nlp.data.batch_size.auto_max_tokens` for ``trainer``'s budget."""
+        """The choice of :func:`nlp.data.batch_size.auto_max_tokens` for ``trainer``'s budget, on
+        the lengths as the batch sampler counts them (padded to multiples of ``pad_multiple``)."""
         examples = self.examples["train"]
         collate = self.collator()
-        return auto_max_tokens(
-            trainer, trainer.lightning_module, examples.lengths(), lambda indices: collate([examples[i] for i in indices])
-        )
+        lengths = round_up(examples.lengths(), self.pad_multiple)
+        return auto_max_tokens(trainer, trainer.lightning_module, lengths, lambda indices: collate([examples[i] for i in indices]))
 
     def eval_max_tokens(self) -> int:
         """The token budget of evaluation batches: ``max_tokens``, or 4096 for ``auto``."""
@@ -258,6 +258,16 @@ class TranslationDataModule(BudgetedDataModule):
     def train_dataloader(self) -> DataLoader:
         """The training split, ``repeat`` times over, in shuffled token-budget batches."""
         return self.dataloader(self.examples["train"], train=True, max_tokens=self.train_batch_size())
+
+    def evaluation_dataloader(self, split: str) -> DataLoader:
+        """``split`` as evaluation scores it (:class:`core.training.head.EvaluationSplits`): each
+        pair once, in length-sorted token-budget batches; the training split without ``repeat``
+        and unshuffled."""
+        if split != "train":
+            return getattr(self, f"{split}_dataloader")()
+        train = self.examples["train"]
+        once = EncodedSplit(train.directory, "train", train.dtype)
+        return self.dataloader(once, train=False, max_tokens=self.eval_max_tokens())
 
     def val_dataloader(self) -> DataLoader:
         """The validation split in length-sorted token-budget batches."""

@@ -124,7 +124,7 @@ def read_catalog(path: Path) -> list[Pair]:
         decoded = [(original.decode(charset), translation.decode(charset)) for original, translation in entries]
     except (LookupError, UnicodeDecodeError) as error:
         raise InputError(f"{path} does not decode as its declared charset {charset!r} ({error})") from None
-    return [pair for original, translation in decoded[1:] if (pair := message_pair(original, translation))]
+    return [pair for original, translation in decoded if (pair := message_pair(original, translation))]  # the header: no pair
 
 
 def languages_present(locale_dir: Path) -> list[str]:

@@ -87,6 +87,10 @@ def test_every_shipped_preset_passes(local_data: dict[str, tuple[str, ...]]) -> 
         ("nlp", ["model.max_len=1"], "model.max_len must be a whole number of at least 2"),
         ("nlp", ["data.vocab_size=100"], "data.vocab_size must be a whole number of at least 260, got 100"),
         ("nlp", ["module.warmup_steps=0"], "module.warmup_steps must be a whole number of at least 1, got 0"),
+        ("nlp", ["module.max_len_a=-1"], "module.max_len_a must be a number of at least 0, got -1"),
+        ("nlp", ["module.max_len_b=0"], "module.max_len_b must be a whole number of at least 1, got 0"),
+        ("nlp", ["module.no_repeat_ngram_size=-1"], "module.no_repeat_ngram_size must be a whole number of at least 0"),
+        ("nlp", ["model=transformer_mini", "module.max_decode_len=300"], "module.max_decode_len=300 is more than model.max_len=256"),
         ("nlp", ["data.max_tokens=lots"], "data.max_tokens must be a whole number of at least 1, or auto, got 'lots'"),
     ],
 )

@@ -9,10 +9,13 @@ from pathlib import Path
 MO_MAGIC = 0x950412DE
 
 
-def write_mo(path: Path, messages: dict[str, str], charset: str = "UTF-8", byte_order: str = "<") -> Path:
+def write_mo(
+    path: Path, messages: dict[str, str], charset: str = "UTF-8", byte_order: str = "<", header: bool = True
+) -> Path:
     """A compiled catalog of ``messages`` (msgid -> msgstr; ``ctx\\x04id`` for a context,
-    ``singular\\x00plural`` -> ``form0\\x00form1`` for plurals) with a header naming ``charset``."""
-    entries = {"": f"Content-Type: text/plain; charset={charset}\n", **messages}
+    ``singular\\x00plural`` -> ``form0\\x00form1`` for plurals) with a header naming ``charset``
+    (none with ``header=False``: the format does not require one)."""
+    entries = {"": f"Content-Type: text/plain; charset={charset}\n", **messages} if header else dict(messages)
     keys = sorted(entries)  # the format keeps originals sorted, for binary search
     originals = [key.encode(charset) for key in keys]
     translations = [entries[key].encode(charset) for key in keys]

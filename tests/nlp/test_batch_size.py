@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import math
 from pathlib import Path
+from types import SimpleNamespace
 
+import numpy as np
 import pytest
 import torch
 
@@ -98,6 +100,27 @@ def test_a_time_budget_measures_the_pace_and_a_resumed_run_keeps_the_choice(
     assert not paces  # the interrupted run's choice is taken from its checkpoint
     checkpoint = load_checkpoint(tmp_path / "b" / "checkpoints" / "last.ckpt")
     assert checkpoint["TranslationDataModule"] == {"train_max_tokens": expected}
+
+
+def test_the_rule_counts_the_lengths_as_the_batch_sampler_does(
+    tmp_path: Path, corpus: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The epoch's tokens and the probe batch are counted padded to multiples of 8, as the
+    sampler packs batches and the collator pads them."""
+    from hydra.utils import instantiate
+
+    from nlp.data import datamodule
+    from nlp.data.batching import TokenBudgetBatchSampler
+
+    seen: list[np.ndarray] = []
+    monkeypatch.setattr(datamodule, "auto_max_tokens", lambda trainer, module, lengths, make_batch: seen.append(lengths) or 1024)
+    data = instantiate(files_config(tmp_path, corpus).data)
+    data.setup("fit")
+    assert data.choose_train_batch(SimpleNamespace(lightning_module=None)) == 1024
+    raw = data.examples["train"].lengths()
+    counted = TokenBudgetBatchSampler(raw, 1024, multiple=data.pad_multiple).lengths
+    assert data.pad_multiple == 8 and (raw % 8).any()  # the corpus has lengths that padding changes
+    assert np.array_equal(seen[0], counted)
 
 
 def test_max_steps_alone_keeps_fairseqs_usual_budget(tmp_path: Path, corpus: Path, caplog: pytest.LogCaptureFixture) -> None:

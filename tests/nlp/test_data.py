@@ -175,6 +175,17 @@ def files_datamodule(tmp_path: Path, **kwargs: object) -> TranslationDataModule:
     )
 
 
+def test_evaluation_scores_each_training_pair_once(tmp_path: Path) -> None:
+    """``repeat`` makes a training epoch go over a tiny corpus several times; evaluation
+    (``nlp.evaluate split=train``) reads each pair once, in order of length."""
+    data = files_datamodule(tmp_path, repeat=3)
+    data.setup("fit")
+    assert sum(len(batch["source"]) for batch in data.train_dataloader()) == 3 * len(TOY_PAIRS)
+    batches = list(data.evaluation_dataloader("train"))
+    assert sum(len(batch["source"]) for batch in batches) == len(TOY_PAIRS)
+    assert list(data.evaluation_dataloader("val"))[0]["source"].shape[0] == 2
+
+
 def test_datamodule_frames_sentences_and_exports_its_tokenizer(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
     data = files_datamodule(tmp_path)
     data.setup("fit")

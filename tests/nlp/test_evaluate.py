@@ -79,6 +79,20 @@ def test_no_repeat_option_overrides_the_checkpoint(checkpoint: Path, tmp_path: P
     assert blocked["train/rep4"] == 0.0 and blocked["split"] == "train"
 
 
+def test_max_decode_len_overrides_the_checkpoints_length_rule(checkpoint: Path, tmp_path: Path) -> None:
+    """``module.max_decode_len=3`` caps every translation at 3 tokens (``</s>`` included) as the
+    rule ``0 * source length + 3`` does, so the babbling model repeats no 4-gram."""
+    capped = evaluate_checkpoint(
+        eval_config(tmp_path / "a", f"ckpt_path={checkpoint}", "data=toy", "module.max_decode_len=3"), HEAD
+    )
+    rule = ["module.max_len_a=0", "module.max_len_b=3"]
+    by_rule = evaluate_checkpoint(eval_config(tmp_path / "b", f"ckpt_path={checkpoint}", "data=toy", *rule), HEAD)
+    assert capped["test/rep4"] == 0.0
+    assert {key: value for key, value in capped.items() if key.startswith("test/")} == {
+        key: value for key, value in by_rule.items() if key.startswith("test/")
+    }
+
+
 @pytest.mark.parametrize(
     ("overrides", "message"),
     [

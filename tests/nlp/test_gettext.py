@@ -75,6 +75,11 @@ def test_catalogs_in_other_charsets_and_byte_orders(tmp_path: Path) -> None:
     assert read_catalog(big_endian) == [("Close the window", "Fenster schließen")]
 
 
+def test_a_catalog_without_a_header_keeps_its_first_message(tmp_path: Path) -> None:
+    messages = {"Close the window": "Fenster schließen", "Open the file": "Datei öffnen"}
+    assert read_catalog(write_mo(tmp_path / "bare.mo", messages, header=False)) == list(messages.items())
+
+
 def test_a_broken_catalog_is_named(tmp_path: Path) -> None:
     broken = tmp_path / "de" / "LC_MESSAGES" / "broken.mo"
     broken.parent.mkdir(parents=True)

@@ -13,9 +13,12 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from core.errors import InputError
+
+if TYPE_CHECKING:
+    from nlp.data.tokenizer import SubwordTokenizer
 
 FORMAT = "ctranslate2"
 METADATA = "translation.json"
@@ -55,3 +58,17 @@ def read_metadata(directory: str | Path) -> dict[str, Any]:
     if missing:
         raise InputError(f"{path} lacks {', '.join(missing)}; {EXPORT_AGAIN}")
     return metadata
+
+
+def read_tokenizer(directory: Path, again: str) -> SubwordTokenizer:
+    """``tokenizer.json`` of an exported directory, with one error naming it and ``again`` (how
+    to export anew) when it is missing or unreadable."""
+    from nlp.data.tokenizer import SubwordTokenizer
+
+    path = directory / TOKENIZER
+    if not path.is_file():
+        raise InputError(f"{path} does not exist; {again}")
+    try:
+        return SubwordTokenizer.from_file(path)
+    except Exception as error:  # noqa: BLE001 - tokenizers raises plain Exceptions for a file it cannot parse
+        raise InputError(f"{path} is not a tokenizer this toolkit reads ({str(error)[:200]}); {again}") from None

@@ -38,7 +38,7 @@ from core.files.model_directory import (
     write_model_files,
 )
 from nlp.data.tokenizer import SubwordTokenizer
-from nlp.export.directory import DECODING_KEYS, TOKENIZER, is_exported_model
+from nlp.export.directory import DECODING_KEYS, TOKENIZER, is_exported_model, read_tokenizer
 from nlp.export.writer import probe_pairs
 from nlp.model import Seq2SeqTransformer
 from nlp.module import TranslationModule
@@ -64,18 +64,8 @@ def directory_config(translator: TranslationModule) -> dict[str, Any]:
         "model": {**constructor_defaults(Seq2SeqTransformer), **hparams.model, **tokenizer_arguments(translator.tokenizer)},
         "source_max_len": hparams.source_max_len,
         "decoding": {key: hparams[key] for key in DECODING_KEYS},
+        "label_smoothing": hparams.label_smoothing,  # of the evaluation's loss (nlp.evaluate's loss)
     }
-
-
-def read_tokenizer(directory: Path) -> SubwordTokenizer:
-    """``tokenizer.json`` of the directory, with an error naming it when missing or unreadable."""
-    path = directory / TOKENIZER
-    if not path.is_file():
-        raise InputError(f"{path} does not exist; {export_again(HEAD)}")
-    try:
-        return SubwordTokenizer.from_file(path)
-    except Exception as error:  # noqa: BLE001 - tokenizers raises plain Exceptions for a file it cannot parse
-        raise InputError(f"{path} is not a tokenizer this toolkit reads ({str(error)[:200]}); {export_again(HEAD)}") from None
 
 
 def read_translator(directory: str | Path) -> TranslationModule:
@@ -89,7 +79,7 @@ def read_translator(directory: str | Path) -> TranslationModule:
         )
     path = directory / CONFIG
     config = read_config(directory, HEAD, REQUIRED)
-    tokenizer = read_tokenizer(directory)
+    tokenizer = read_tokenizer(directory, export_again(HEAD))
     model, decoding = config["model"], config["decoding"]
     if not isinstance(model, dict) or not isinstance(decoding, dict):
         raise InputError(f"{path}: model and decoding must be JSON objects; {export_again(HEAD)}")
@@ -101,6 +91,7 @@ def read_translator(directory: str | Path) -> TranslationModule:
             model={key: value for key, value in model.items() if key not in FROM_TOKENIZER},
             tokenizer=tokenizer.to_json(),
             source_max_len=config["source_max_len"],
+            label_smoothing=config.get("label_smoothing", 0.1),  # an earlier export's: the module's default
             **decoding,
         )
     except (TypeError, ValueError) as error:

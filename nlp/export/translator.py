@@ -38,9 +38,9 @@ import torch
 
 from core.errors import InputError
 from nlp.data.encoding import encode_sources
-from nlp.data.tokenizer import BOS, PAD, SubwordTokenizer
+from nlp.data.tokenizer import BOS, PAD
 from nlp.decoding import Prefix, Scored, check_prefix, gnmt_length_penalty, length_limits
-from nlp.export.directory import EXPORT_AGAIN, METADATA, TOKENIZER, read_metadata, require_ctranslate2
+from nlp.export.directory import EXPORT_AGAIN, METADATA, TOKENIZER, read_metadata, read_tokenizer, require_ctranslate2
 
 log = logging.getLogger(__name__)
 
@@ -79,9 +79,7 @@ class CTranslate2Translator:
 
         directory = Path(directory)
         metadata = read_metadata(directory)
-        if not (directory / TOKENIZER).is_file():
-            raise InputError(f"{directory / TOKENIZER} is missing; {EXPORT_AGAIN}")
-        self.tokenizer = SubwordTokenizer.from_file(directory / TOKENIZER)
+        self.tokenizer = read_tokenizer(directory, EXPORT_AGAIN)
         ids, tokenizer = metadata["special_ids"], self.tokenizer
         if ids != {"pad": tokenizer.pad_id, "bos": tokenizer.bos_id, "eos": tokenizer.eos_id, "unk": tokenizer.unk_id}:
             raise InputError(

@@ -23,7 +23,7 @@ from nlp.data.encoding import encode_sources
 from nlp.data.tokenizer import SubwordTokenizer
 from nlp.module import TranslationModule, load_translator
 from nlp.export import writer
-from nlp.export.directory import METADATA, QUANTIZATIONS, is_exported_model
+from nlp.export.directory import METADATA, QUANTIZATIONS, TOKENIZER, is_exported_model
 from nlp.export.translator import CTranslate2Translator
 from tests.nlp.trained_translator import MODEL, TEST_PAIRS, train_reverse_translator
 
@@ -244,6 +244,9 @@ def test_attention_and_bad_input_are_one_error_line(
     assert str(tmp_path / "missing.ckpt") in fails([str(tmp_path / "missing.ckpt"), "--out", str(tmp_path / "m")], capsys)
     damaged = tmp_path / "damaged"
     shutil.copytree(directory, damaged)
+    (damaged / TOKENIZER).write_text('{"truncated')
+    assert "is not a tokenizer this toolkit reads" in fails([str(damaged), "--text", "a b"], capsys, translate)
+    shutil.copy(directory / TOKENIZER, damaged / TOKENIZER)
     (damaged / "model.bin").write_bytes(b"\x00" * 100)
     assert str(damaged) in fails([str(damaged), "--text", "a b"], capsys, translate)
     (damaged / METADATA).write_text("{")

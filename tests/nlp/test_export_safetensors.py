@@ -69,6 +69,19 @@ def test_the_directory_reads_back_into_the_same_translator(
     assert {"library": "transformer-toolkit", "head": "nlp", "version": 1}.items() <= config.items()
 
 
+@pytest.mark.parametrize("smoothing", [0.0, "auto"])
+def test_the_label_smoothing_of_the_evaluation_loss_travels_with_the_directory(
+    smoothing: float | str, tmp_path: Path, toy_tokenizer: SubwordTokenizer, capsys: pytest.CaptureFixture[str]
+) -> None:
+    checkpoint = write_translator_checkpoint(tmp_path / "tiny.ckpt", toy_tokenizer)
+    saved = torch.load(checkpoint, weights_only=True)
+    saved["hyper_parameters"]["label_smoothing"] = smoothing
+    torch.save(saved, checkpoint)
+    loaded = load_translator(exported(checkpoint, tmp_path / "shared", capsys))
+    assert loaded.hparams.label_smoothing == smoothing
+    assert loaded.smoothing(training=False) == load_translator(checkpoint).smoothing(training=False)
+
+
 def test_plain_safetensors_loads_the_weights_into_the_network_config_json_describes(
     checkpoint: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

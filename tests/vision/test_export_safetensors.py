@@ -68,6 +68,22 @@ def test_the_directory_reads_back_into_the_same_classifier(
     assert {"blocks.0.attn.qkv.weight", "norm.weight", "patch_embed.stem.0.0.weight"} <= load_file(out / WEIGHTS).keys()
 
 
+def test_flip_tta_travels_with_the_directory(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """A classifier that averages each image with its mirror does so read back from its directory."""
+    checkpoint = write_checkpoint(tmp_path / "tta.ckpt")
+    saved = torch.load(checkpoint, weights_only=True)
+    saved["hyper_parameters"]["flip_tta"] = True
+    torch.save(saved, checkpoint)
+    out = exported(checkpoint, tmp_path / "shared", capsys)
+    assert json.loads((out / CONFIG).read_text())["flip_tta"] is True
+    images = torch.randn(4, 3, 16, 16)
+    with torch.no_grad():
+        original, loaded = load_classifier(checkpoint), load_classifier(out)
+        assert loaded.hparams.flip_tta
+        torch.testing.assert_close(loaded.classify(images), original.classify(images))
+        assert not torch.allclose(loaded.classify(images), loaded.net(images))  # the mirror counts
+
+
 def test_a_sequence_pooled_network_reads_back_and_the_export_says_timm_cannot_build_it(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -107,6 +107,7 @@ def directory_config(classifier: ImageClassifier) -> dict[str, Any]:
         "num_classes": num_classes,
         "label_names": list(classifier.hparams.class_names),
         "pretrained_cfg": pretrained_cfg(classifier),
+        "flip_tta": bool(classifier.hparams.flip_tta),  # the toolkit's commands average with the mirror
     }
     if timm_obstacle(model) is None:
         config.update(architecture=TIMM_ARCHITECTURE, model_args=timm_model_args(model, num_classes))
@@ -134,7 +135,10 @@ def read_classifier(directory: str | Path, device: str = "cpu") -> ImageClassifi
     data = preprocessing(config, path)
     try:
         model = ImageClassifier.upgrade_hyperparameters({"model": config["model"]})["model"]  # an earlier export's network
-        classifier = ImageClassifier(model=model, num_classes=config["num_classes"], class_names=config["label_names"], **data)
+        classifier = ImageClassifier(
+            model=model, num_classes=config["num_classes"], class_names=config["label_names"],
+            flip_tta=bool(config.get("flip_tta", False)), **data,
+        )
     except (TypeError, ValueError) as error:
         raise InputError(f"{path} does not describe a network this toolkit builds ({error}); {export_again(HEAD)}") from None
     net = classifier.net

@@ -133,7 +133,9 @@ class ImageClassifier(FollowsThePlan, LightningModule):
         self.full_drop_rates = {
             name: layer.p for name, layer in self.net.named_modules() if isinstance(layer, DropPath)
         }
-        img_size = list(self.net.img_size) if img_size is None else img_size
+        if img_size is None:  # the network's, one side when square as the datamodules record it
+            height, width = self.net.img_size
+            img_size = height if height == width else [height, width]
         img_size = [int(side) for side in img_size] if isinstance(img_size, Sequence) else int(img_size)
         self.save_hyperparameters()
         alphas = (
@@ -260,21 +262,24 @@ class ImageClassifier(FollowsThePlan, LightningModule):
         self.log("train/loss", loss, prog_bar=True)
         return loss
 
-    def evaluate(self, batch: tuple[Tensor, Tensor], metrics: MetricCollection, prefix: str) -> None:
-        """Log ``{prefix}/loss`` and update and log the accuracy metrics on hard labels."""
+    def evaluate(self, batch: tuple[Tensor, Tensor], metrics: MetricCollection, prefix: str) -> Tensor:
+        """Log ``{prefix}/loss`` and update and log the accuracy metrics on hard labels; returns the
+        logits [B, num_classes] (:meth:`classify`)."""
         images, targets = batch
         logits = self.classify(images)
         metrics.update(logits, targets)
         self.log(f"{prefix}/loss", F.cross_entropy(logits, targets), sync_dist=True)
         self.log_dict(metrics, prog_bar=prefix == "val")
+        return logits
 
     def validation_step(self, batch: tuple[Tensor, Tensor], batch_idx: int) -> None:
         """Log ``val/loss``, ``val/acc`` and ``val/acc5``."""
         self.evaluate(batch, self.val_metrics, "val")
 
-    def test_step(self, batch: tuple[Tensor, Tensor], batch_idx: int) -> None:
-        """Log ``test/loss``, ``test/acc`` and ``test/acc5``."""
-        self.evaluate(batch, self.test_metrics, "test")
+    def test_step(self, batch: tuple[Tensor, Tensor], batch_idx: int) -> Tensor:
+        """Log ``test/loss``, ``test/acc`` and ``test/acc5``; returns the logits, which the
+        evaluation reports read (:class:`vision.analysis.confusion.ConfusionReport`)."""
+        return self.evaluate(batch, self.test_metrics, "test")
 
     def configure_optimizers(self) -> dict[str, Any]:
         """AdamW (no weight decay on biases, norms, the class token and position embeddings) with a

@@ -79,7 +79,7 @@ def test_metrics_match_an_independent_count_and_the_confusion_matrix_is_drawn(
         assert picture.format == "PNG" and min(picture.size) > 200
 
 
-def test_flip_tta_scores_each_image_with_its_mirror(checkpoint: Path, folder: Path, tmp_path: Path) -> None:
+def test_flip_tta_scores_each_image_and_each_class_with_its_mirror(checkpoint: Path, folder: Path, tmp_path: Path) -> None:
     overrides = [f"ckpt_path={checkpoint}", *(override.format(folder=folder) for override in FOLDER)]
     metrics = evaluate_checkpoint(eval_config(tmp_path, *overrides, "module.flip_tta=true"), HEAD)
     classifier = load_classifier(checkpoint)
@@ -90,6 +90,9 @@ def test_flip_tta_scores_each_image_with_its_mirror(checkpoint: Path, folder: Pa
         logits = (classifier.net(batch) + classifier.net(batch.flip(-1))) / 2
     assert metrics["test/loss"] == pytest.approx(float(torch.nn.functional.cross_entropy(logits, labels)), rel=1e-4)
     assert metrics["test/acc"] == pytest.approx(float((logits.argmax(-1) == labels).float().mean()))
+    for index, name in enumerate(CLASSES):  # the confusion matrix counts the averaged logits too
+        ours = logits[labels == index].argmax(-1) == index
+        assert metrics[f"test/class_acc/{name}"] == pytest.approx(float(ours.float().mean()))
 
 
 def test_without_data_the_training_runs_data_is_used_and_val_is_a_split(

@@ -117,7 +117,7 @@ def test_old_checkpoints_without_a_data_config_use_the_defaults(tmp_path: Path) 
     torch.save(checkpoint, tmp_path / "old.ckpt")
     classifier = load_classifier(tmp_path / "old.ckpt")
     assert data_config(classifier) == {
-        "img_size": [16, 16], "interpolation": "bicubic", "crop_pct": 1.0, "mean": [0.5] * 3, "std": [0.5] * 3
+        "img_size": 16, "interpolation": "bicubic", "crop_pct": 1.0, "mean": [0.5] * 3, "std": [0.5] * 3
     }
     image = load_image(write_image(tmp_path / "photo.png", size=(30, 40)))
     assert image_transform(classifier)(image).shape == (3, 16, 16)

@@ -12,6 +12,7 @@ from timm.models.vision_transformer import VisionTransformer as TimmViT
 from torch.utils.data import DataLoader, TensorDataset
 
 from core.errors import InputError
+from vision.analysis.confusion import ConfusionReport
 from vision.module import ImageClassifier
 from tests.vision.vision_testdata import tiny_model_kwargs
 
@@ -90,6 +91,32 @@ def test_flip_tta_averages_the_logits_of_an_image_and_its_mirror() -> None:
     (tested,) = quiet_trainer().test(module, DataLoader(TensorDataset(images, labels), batch_size=4))
     assert tested["test/acc"] == pytest.approx(float((expected.argmax(-1) == labels).float().mean()))
     assert tested["test/loss"] == pytest.approx(float(torch.nn.functional.cross_entropy(expected, labels)), rel=1e-5)
+
+
+def test_the_confusion_matrix_counts_the_logits_flip_tta_averages(tmp_path: Path) -> None:
+    """Each class's accuracy from the logits the test step scores (image and mirror averaged),
+    not from the network's last call (the mirror alone)."""
+    torch.manual_seed(0)
+    images, labels = torch.randn(64, 3, 16, 16), torch.arange(64) % 4
+    module = classifier(flip_tta=True, class_names=["a", "b", "c", "d"]).eval()
+    module.net = torch.nn.Sequential(torch.nn.Flatten(), torch.nn.Linear(3 * 16 * 16, 4))  # an untrained ViT answers one class
+    with torch.no_grad():
+        averaged = module.classify(images).argmax(-1)
+        mirrored = module.net(images.flip(-1)).argmax(-1)
+
+    def per_class(predicted: torch.Tensor) -> dict[str, float]:
+        return {f"class_acc/{name}": float((predicted[labels == k] == k).float().mean()) for k, name in enumerate("abcd")}
+
+    assert per_class(averaged) != per_class(mirrored)  # the two readings differ on these images
+    report = ConfusionReport(["a", "b", "c", "d"])
+    quiet_trainer(callbacks=[report]).test(module, DataLoader(TensorDataset(images, labels), batch_size=16))
+    assert report.report(module, tmp_path) == pytest.approx(per_class(averaged))
+
+
+def test_the_image_size_defaults_to_the_networks_one_side_when_square() -> None:
+    """As the datamodules record it, so ``vision.evaluate`` takes the checkpoint's data settings."""
+    assert classifier().hparams.img_size == 16
+    assert classifier(model=tiny_model_kwargs(img_size=[16, 24])).hparams.img_size == [16, 24]
 
 
 def test_a_timm_weights_file_is_loaded_with_a_new_head_for_other_classes(tmp_path: Path) -> None:

@@ -7,9 +7,8 @@ from pathlib import Path
 from typing import Any
 
 import lightning.pytorch as pl
-import torch
 from matplotlib.figure import Figure
-from torch import Tensor, nn
+from torch import Tensor
 from torchmetrics.classification import MulticlassConfusionMatrix
 
 from core.figures.heatmap import heatmap, save_figure
@@ -39,32 +38,22 @@ def draw_confusion(matrix: Tensor, names: list[str], title: str, out: Path) -> N
 
 
 class ConfusionReport(EvaluationReport):
-    """The confusion matrix of the evaluated split (torchmetrics), from the logits the test loop
-    computes anyway (a forward hook on the network); reports each class's accuracy (the
-    diagonal over the row: recall) and draws ``confusion_matrix.png``."""
+    """The confusion matrix of the evaluated split (torchmetrics), from the logits each test step
+    returns (:meth:`vision.module.ImageClassifier.classify`'s, so averaged with the mirror's under
+    ``flip_tta`` as the accuracy is); reports each class's accuracy (the diagonal over the row:
+    recall) and draws ``confusion_matrix.png``."""
 
     def __init__(self, class_names: list[str]) -> None:
         self.class_names = class_names
         self.matrix = MulticlassConfusionMatrix(len(class_names))
-        self.logits: Tensor | None = None
-        self.hook: torch.utils.hooks.RemovableHandle | None = None
-
-    def keep_logits(self, net: nn.Module, args: Any, output: Tensor) -> None:
-        self.logits = output
 
     def on_test_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
         self.matrix = self.matrix.to(pl_module.device)
-        self.hook = pl_module.net.register_forward_hook(self.keep_logits)
 
     def on_test_batch_end(
         self, trainer: pl.Trainer, pl_module: pl.LightningModule, outputs: Any, batch: Any, batch_idx: int, dataloader_idx: int = 0
     ) -> None:
-        assert self.logits is not None
-        self.matrix.update(self.logits, batch[1])
-
-    def on_test_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
-        if self.hook is not None:
-            self.hook.remove()
+        self.matrix.update(outputs, batch[1])  # outputs: the step's logits [B, num_classes]
 
     def report(self, module: pl.LightningModule, output_dir: Path) -> Metrics:
         matrix = self.matrix.compute()  # (C, C): rows true, columns predicted; summed over processes

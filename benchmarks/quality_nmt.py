@@ -242,17 +242,17 @@ def batches(examples: list[Example], size: int, pad_id: int, generator: torch.Ge
 
 
 def train_plain(
-    model: TutorialTransformer, examples: list[Example], seconds: float, device: torch.device
+    model: TutorialTransformer, examples: list[Example], seconds: float, device: torch.device, seed: int = PLAIN_LOOP.seed
 ) -> dict[str, float]:
-    """Train until ``seconds`` have passed; target tokens per second, the seconds and steps spent
-    and the mean loss of the last 50 steps."""
+    """Train until ``seconds`` have passed, the batches in an order drawn from ``seed``; target
+    tokens per second, the seconds and steps spent and the mean loss of the last 50 steps."""
     settings, pad_id = PLAIN_LOOP, model.pad_id
     optimizer = torch.optim.Adam(model.parameters(), lr=settings.peak_lr, betas=(0.9, 0.98), eps=1e-9)
     warmup = settings.warmup_steps
     scheduler = torch.optim.lr_scheduler.LambdaLR(
         optimizer, lambda step: min((step + 1) / warmup, math.sqrt(warmup / (step + 1)))
     )
-    generator = torch.Generator().manual_seed(settings.seed)
+    generator = torch.Generator().manual_seed(seed)
     model.train()
     tokens, steps, losses, start = 0, 0, [], time.perf_counter()
     while time.perf_counter() - start < seconds:
@@ -334,7 +334,7 @@ def run_plain(
     assert tokenizer is not None
     torch.manual_seed(seed)
     model = TutorialTransformer(tokenizer.vocab_size, model_cfg, tokenizer.pad_id, PLAIN_LOOP.dropout).to(device)
-    trained = train_plain(model, datamodule.examples["train"], seconds, device)
+    trained = train_plain(model, datamodule.examples["train"], seconds, device, seed)
     sizes = {"dim": model_cfg["dim"], "ffn_dim": model_cfg["ffn_dim"]}
     return {**evaluate_plain(model, datamodule.examples["test"], tokenizer, device), **trained, **sizes}
 

@@ -1,8 +1,9 @@
 """Transformer building blocks of "Attention Is All You Need" (Vaswani et al. 2017).
 
 Torch only: importing ``core`` loads neither Lightning nor Hydra. The blocks live here, one file
-each (attention, cache, dropout, feedforward, layers, masks, positional, regularization,
-schedules, stacks); the training machinery both heads share lives in :mod:`core.training` and is
+each (attention, cache, dropout, feedforward, initialization, layers, masks, positional,
+regularization, schedules, stacks; constraints and errors: what they accept and how they refuse
+it); the training machinery both heads share lives in :mod:`core.training` and is
 imported explicitly. The names below load on first use (PEP 562), so a command that only reads
 its arguments, or a module of :mod:`core.training`, does not pay for importing torch.
 """

@@ -242,7 +242,7 @@ def batches(examples: list[Example], size: int, pad_id: int, generator: torch.Ge
 
 
 def train_plain(
-    model: TutorialTransformer, examples: list[Example], seconds: float, device: torch.device, seed: int = PLAIN_LOOP.seed
+    model: TutorialTransformer, examples: list[Example], seconds: float, device: torch.device, seed: int
 ) -> dict[str, float]:
     """Train until ``seconds`` have passed, the batches in an order drawn from ``seed``; target
     tokens per second, the seconds and steps spent and the mean loss of the last 50 steps."""

@@ -102,6 +102,6 @@ def whole_number(payload: dict[str, Any], key: str, default: int, maximum: int |
     bounded = maximum is None or (isinstance(value, int) and value <= maximum)
     if isinstance(value, bool) or not isinstance(value, int) or value < 1 or not bounded:
         allowed = "of at least 1" if maximum is None else f"from 1 to {maximum}"
-        shown = json.dumps(value) if isinstance(value, (str, int, float, list, dict)) or value is None else repr(value)
+        shown = json.dumps(value, default=repr)  # a multipart field sent as a file is bytes, which JSON has not
         raise BadRequest(UNUSABLE, f"{key!r} must be a whole number {allowed}, got {shown[:40]}")
     return value

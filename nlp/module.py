@@ -163,11 +163,11 @@ class TranslationModule(FollowsThePlan, pl.LightningModule):
     def follow_plan(self) -> None:
         """Size the settings left at ``auto`` to the planned passes over the corpus
         (:func:`core.training.plan.budget.run_plan`, the same on every process) at the start of an
-        epoch: every dropout layer of the network to :func:`nlp.recipe.dropout` (``model.dropout``),
-        the training loss's label smoothing to :func:`nlp.recipe.label_smoothing`
-        (``module.label_smoothing``); log each when it changes. Before the first plan of a time
-        budget both are 0, or, in a resumed run re-measuring its pace, the ones in force when the
-        checkpoint was written."""
+        epoch and of a resumed run: every dropout layer of the network to
+        :func:`nlp.recipe.dropout` (``model.dropout``), the training loss's label smoothing to
+        :func:`nlp.recipe.label_smoothing` (``module.label_smoothing``); log each when it changes.
+        Before the first plan of a time budget both are 0, or, resumed from a checkpoint written
+        before that plan, the ones in force then."""
         auto_dropout = self.hparams.model.get("dropout") == AUTO
         auto_smoothing = self.hparams.label_smoothing == AUTO
         if not (auto_dropout or auto_smoothing):

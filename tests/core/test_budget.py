@@ -5,14 +5,16 @@ import json
 import logging
 from pathlib import Path
 
+import lightning.pytorch as pl
 import pytest
 from hydra import compose, initialize_config_dir
 
 import core
 from core.errors import InputError
-from core.training.plan.budget import resolve_epochs
+from core.training.plan.budget import TrainingBudget, resolve_epochs
 from core.training.runner import train
 from tests.core.test_runner import tiny_config
+from tests.core.tiny_task import TinyData, TinyModule
 
 CONF = Path(__file__).resolve().parents[2] / "conf"
 
@@ -93,3 +95,27 @@ def test_time_budget_ends_mid_epoch_and_anneals_over_its_time(tmp_path: Path) ->
     rates = logged_rates(tmp_path)
     assert max(rate for _, rate in rates) > 0.9 * 3e-3  # the warmup of 1000 steps cut to fit the time
     assert rates[-1][1] < 0.3 * 3e-3  # annealed by the end of the time budget
+
+
+def test_a_resumed_time_budget_follows_its_last_plan_while_it_measures_its_pace(tmp_path: Path) -> None:
+    """The plan is kept in the checkpoint: a resumed time budget has one from its first batch (what
+    each head sizes to it is sized from then on), before it has timed its steps again."""
+    quiet = dict(accelerator="cpu", logger=False, enable_checkpointing=False, enable_progress_bar=False,
+                 enable_model_summary=False, num_sanity_val_steps=0, limit_val_batches=0)
+    model, data = dict(in_dim=4, dim=8, depth=1, num_heads=2), TinyData(size=256)
+    first_budget = TrainingBudget(max_warmup_fraction=0.1, measure_steps=2)
+    first = pl.Trainer(max_time={"seconds": 1}, max_epochs=-1, callbacks=[first_budget], **quiet)
+    first.fit(TinyModule(model, num_classes=2, step_seconds=0.01), data)
+    assert first_budget.plan is not None and first_budget.plan.estimated
+    first.save_checkpoint(tmp_path / "last.ckpt")
+
+    budget, seen = TrainingBudget(max_warmup_fraction=0.1, measure_steps=2), []
+
+    class Watch(pl.Callback):
+        def on_train_batch_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule, *args: object) -> None:
+            seen.append(budget.plan)
+
+    resumed = pl.Trainer(max_time={"seconds": 2}, max_epochs=-1, callbacks=[budget, Watch()], **quiet)
+    resumed.fit(TinyModule(model, num_classes=2, step_seconds=0.01), data, ckpt_path=tmp_path / "last.ckpt")
+    assert seen[0] == first_budget.plan  # the first batch, before any step is timed
+    assert seen[-1] != first_budget.plan  # planned again from this run's pace

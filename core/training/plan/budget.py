@@ -21,7 +21,7 @@ from __future__ import annotations
 import logging
 import math
 import time
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from typing import Any
 
 import lightning.pytorch as pl
@@ -154,10 +154,23 @@ class TrainingBudget(pl.Callback):
         self.start_time = 0.0
         self.timing = False  # whether steps are timed yet (from the end of the first)
         self.plan: RunPlan | None = None
+        self.resumed_plan: RunPlan | None = None  # the checkpoint's, for a run that resumes
         self.announced = False
 
+    def state_dict(self) -> dict[str, Any]:
+        """The plan in force, kept in the checkpoint."""
+        return {} if self.plan is None else {"plan": asdict(self.plan)}
+
+    def load_state_dict(self, state_dict: dict[str, Any]) -> None:
+        """Take the checkpoint's plan: a resumed time budget follows it until it has measured its
+        pace again, so that what is sized to the plan (each head's regularization) is sized from
+        the first batch on."""
+        plan = state_dict.get("plan")
+        self.resumed_plan = RunPlan(**plan) if plan is not None else None
+
     def on_train_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
-        """Find the budgeted schedules and the time budget, and make the first plan."""
+        """Find the budgeted schedules and the time budget, and make the first plan (a resumed
+        time budget keeps the checkpoint's until its pace is measured)."""
         self.schedulers = [
             config.scheduler
             for config in trainer.lr_scheduler_configs
@@ -173,7 +186,7 @@ class TrainingBudget(pl.Callback):
         }.values())
         self.timer = wall_clock_timer(trainer)
         self.start_step, self.start_time, self.timing = trainer.global_step, time.monotonic(), False
-        self.plan = None
+        self.plan = self.resumed_plan
         self.replan(trainer)
 
     def on_train_batch_end(

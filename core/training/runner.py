@@ -29,7 +29,12 @@ from core.training.plan.precision import resolve_precision
 from core.files.checkpoints import load_checkpoint, outline, require_finite_weights, require_fit
 from core.training.callbacks.checkpoints import AtomicCheckpointIO
 from core.errors import InputError, TrainingDiverged
-from core.training.callbacks.faults import PreemptionCheckpoint, fit_or_preempt, run_directory_claimed
+from core.training.callbacks.faults import (
+    PreemptionCheckpoint,
+    fit_or_preempt,
+    preempted_after_training,
+    run_directory_claimed,
+)
 from core.training.head import HeadData, HeadModule, require_members
 from core.training.pretrained import require_pretrained
 from core.training.callbacks.rank_seed import SeedPerRank
@@ -235,15 +240,17 @@ def fit_and_test(
     metrics = scalar_metrics(trainer.callback_metrics)
     metrics["fit_seconds"] = time.perf_counter() - start
     metrics["optimizer_steps"] = trainer.global_step
-    if cfg.optimized_metric not in metrics:  # training stopped (max_steps) before any validation
-        for results in trainer.validate(module, datamodule=datamodule):
-            metrics.update(scalar_metrics(results))
-
     best = best_checkpoint(trainer, cfg.optimized_metric)
-    if not best:
-        log.warning("no best checkpoint was saved; testing the weights at the end of training")
-    for results in trainer.test(module, datamodule=datamodule, ckpt_path=best or None, weights_only=True):
-        metrics.update(scalar_metrics(results))
+    last = output_dir / "checkpoints" / "last.ckpt"
+    evaluate_command = f"python -m {cfg.module._target_.split('.')[0]}.evaluate"
+    with preempted_after_training(trainer, best or (str(last) if last.is_file() else ""), evaluate_command):
+        if cfg.optimized_metric not in metrics:  # training stopped (max_steps) before any validation
+            for results in trainer.validate(module, datamodule=datamodule):
+                metrics.update(scalar_metrics(results))
+        if not best:
+            log.warning("no best checkpoint was saved; testing the weights at the end of training")
+        for results in trainer.test(module, datamodule=datamodule, ckpt_path=best or None, weights_only=True):
+            metrics.update(scalar_metrics(results))
     rate_key = f"train/{module.throughput_unit}_per_second"
     if rate_key in metrics:
         metrics[f"train_{module.throughput_unit}_per_second"] = metrics.pop(rate_key)

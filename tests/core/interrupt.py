@@ -1,4 +1,4 @@
-"""A scheduler's SIGTERM at a chosen step, and the logged loss curve to compare runs by."""
+"""A scheduler's SIGTERM at a chosen step or in the test, and the logged loss curve to compare runs by."""
 
 from __future__ import annotations
 
@@ -20,6 +20,13 @@ class SigtermAt(pl.Callback):
     def on_train_batch_end(self, trainer: pl.Trainer, *args: Any) -> None:
         if trainer.global_step == self.step:
             os.kill(os.getpid(), signal.SIGTERM)
+
+
+class SigtermInTest(pl.Callback):
+    """Sends this process SIGTERM as the test after training starts, as a scheduler would."""
+
+    def on_test_start(self, trainer: pl.Trainer, *args: Any) -> None:
+        os.kill(os.getpid(), signal.SIGTERM)
 
 
 def logged_losses(run_dir: Path) -> dict[int, float]:

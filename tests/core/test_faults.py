@@ -3,6 +3,7 @@ its error, and a second run on a directory in use is refused."""
 
 from __future__ import annotations
 
+import logging
 import subprocess
 import sys
 import time
@@ -13,6 +14,7 @@ import lightning.pytorch as pl
 import pytest
 
 from core.errors import InputError
+from core.training.callbacks.faults import PREEMPTED_EXIT
 from core.training.runner import train
 from tests.core.test_runner import tiny_config
 from tests.nlp.conftest import SUBPROCESS_ENV, reverse_pairs, write_lines
@@ -65,3 +67,14 @@ def test_a_failing_rank_ends_the_ddp_job_with_its_error(tmp_path: Path, rank: in
     assert result.returncode != 0
     assert f"rank {rank} failed on purpose at step 3" in result.stdout + result.stderr
     assert elapsed < 120  # not the 30-minute collective timeout
+
+
+def test_sigterm_in_the_test_after_training_exits_143_and_names_the_checkpoint_to_evaluate(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    with caplog.at_level(logging.WARNING, logger="core.training.callbacks.faults"), pytest.raises(SystemExit) as stopped:
+        train(tiny_config(tmp_path, "+callbacks.sigterm._target_=tests.core.interrupt.SigtermInTest"))
+    assert stopped.value.code == PREEMPTED_EXIT
+    (best,) = (tmp_path / "checkpoints").glob("best-*.ckpt")
+    assert f"before its evaluation: evaluate {best} with python -m tests.evaluate ckpt_path={best}" in caplog.text
+    assert not (tmp_path / "metrics.json").exists()  # no figures of a test that did not finish

@@ -10,7 +10,9 @@ signal), so a scheduler that reads the exit status does not take the run for fin
 continues at that step: the translation batches of the interrupted epoch are not repeated (the
 datamodule keeps its position in the epoch in the checkpoint). Under SLURM, Lightning's own
 ``SLURMEnvironment(auto_requeue=True)`` also answers SIGUSR1 (``#SBATCH --signal=SIGUSR1@90``):
-it saves and requeues the job, which resumes from that checkpoint by itself.
+it saves and requeues the job, which resumes from that checkpoint by itself. A SIGTERM in the
+evaluation after training (:func:`preempted_after_training`) exits with the same status, naming
+the checkpoint to evaluate.
 """
 
 from __future__ import annotations
@@ -83,6 +85,24 @@ def fit_or_preempt(trainer: pl.Trainer, callback: PreemptionCheckpoint, **fit_kw
             log.error("the fit failed in rank 0: stopping the other processes")
             launcher.kill(signal.SIGKILL)
         raise
+
+
+@contextmanager
+def preempted_after_training(trainer: pl.Trainer, checkpoint: str, evaluate_command: str) -> Iterator[None]:
+    """Around the evaluation that follows training (a final validation, the test): a SIGTERM there
+    ends the run as one during training does, with :class:`Preempted` (status
+    :data:`PREEMPTED_EXIT`, no traceback) and a warning that names ``checkpoint``, the weights the
+    test was to evaluate, and how to evaluate them (``evaluate_command``)."""
+    try:
+        yield
+    except SIGTERMException:
+        if trainer.is_global_zero:
+            weights = f"evaluate {checkpoint} with {evaluate_command} ckpt_path={checkpoint}" if checkpoint else "no checkpoint was saved"
+            log.warning(
+                "preempted (SIGTERM) after training ended at step %d, before its evaluation: %s; exiting with status %d",
+                trainer.global_step, weights, PREEMPTED_EXIT,
+            )
+        raise Preempted(Path(checkpoint) if checkpoint else None, trainer.global_step) from None
 
 
 def launching_process() -> bool:

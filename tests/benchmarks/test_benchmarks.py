@@ -202,7 +202,7 @@ def test_quality_nmt_runs_the_cli_and_the_plain_loop_side_by_side(
         ("long-es-en", "plain nn.Transformer loop"),
     ]
     for row in output["rows"]:
-        assert 0 <= row["bleu"] <= 100 and 0 <= row["chrf"] <= 100 and 0 <= row["rep4"] <= 1
+        assert 0 <= row["bleu"] <= 100 and 0 <= row["val_bleu"] <= 100 and 0 <= row["chrf"] <= 100 and 0 <= row["rep4"] <= 1
         assert row["train_tokens_per_second"] > 0 and row["rep4_ref"] == 0.0 and row["train_loss"] > 0
         assert row["steps"] > 0
         if row["contender"].startswith("nlp.train"):
@@ -215,7 +215,7 @@ def test_quality_nmt_runs_the_cli_and_the_plain_loop_side_by_side(
     assert english_words[len(lines) // 2] >= 24  # a program's messages joined to 24+ English words
     assert (tmp_path / "runs" / "gettext-en-de_cli_0.05min" / "metrics.json").is_file()
     table = capsys.readouterr().out
-    assert "| corpus | budget | contender | test BLEU | test chrF | rep4 (references) | steps |" in table
+    assert "| corpus | budget | contender | test BLEU | val BLEU (greedy) | test chrF | rep4 (references) | steps |" in table
     assert "| long-es-en | 0.05 min | plain nn.Transformer loop |" in table
     alone = quality_nmt.main([*argv, "--corpus", "gettext-en-de", "--contenders", "loop"])
     assert [row["contender"] for row in alone["rows"]] == ["plain nn.Transformer loop"]

@@ -46,9 +46,11 @@ def epoch_budget(trainer: pl.Trainer, epoch_items: float) -> float | None:
 def measure_pace(module: pl.LightningModule, trainer: pl.Trainer, loss: Callable[[], torch.Tensor], items: int) -> float:
     """Items per second of forward and backward passes of ``loss()`` (which computes the loss of
     one batch of ``items`` items with ``module``): one warm-up pass, then :data:`PROBE_STEPS`
-    timed, in the trainer's precision. The random state is restored and the gradients cleared,
-    so training starts as it would have."""
+    timed, in the trainer's precision. The random state and the module's buffers (BatchNorm's
+    running statistics) are restored and the gradients cleared, so training starts as it would
+    have."""
     on_gpu = module.device.type == "cuda"
+    buffers = {name: buffer.clone() for name, buffer in module.named_buffers()}
     with torch.random.fork_rng(devices=[module.device] if on_gpu else []):
         start = 0.0
         for step in range(PROBE_STEPS + 1):
@@ -63,6 +65,9 @@ def measure_pace(module: pl.LightningModule, trainer: pl.Trainer, loss: Callable
             torch.cuda.synchronize(module.device)
         seconds = time.perf_counter() - start
     module.zero_grad(set_to_none=True)
+    with torch.no_grad():
+        for name, buffer in module.named_buffers():
+            buffer.copy_(buffers[name])
     return PROBE_STEPS * items / max(seconds, 1e-9)
 
 

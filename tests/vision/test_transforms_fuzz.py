@@ -12,12 +12,14 @@ import torch
 from hydra import compose, initialize_config_dir
 from hydra.utils import instantiate
 from PIL import Image
+from timm.data.transforms_factory import transforms_imagenet_eval
+from torchvision import transforms as T
 
 from core.errors import InputError
 from tests.vision.vision_testdata import CONF
 from vision.data.datamodule import ImageDataModule, usable_cpus
 from vision.recipe import FULL_POLICY, regularization
-from vision.data.transforms import augment_hparams, policy_transform, to_rgb
+from vision.data.transforms import augment_hparams, eval_geometry, policy_transform, to_rgb
 
 # The common image modes, then rarer ones Pillow decodes files into (LAB last: converting it
 # builds a colour-management transform, 30 ms a time).
@@ -150,6 +152,20 @@ def test_each_mode_at_extreme_sizes_passes_training_and_evaluation(name: str) ->
         for size in [(1, 1), (1, 37), (640, 3), (33, 31)]:
             image = make_image(mode, size, np.random.default_rng(0))
             assert datamodule.train_tf(image).shape == datamodule.eval_tf(image).shape == (3, 32, 32)
+
+
+def test_the_evaluation_crops_an_extreme_long_side_before_it_resizes_and_keeps_timms_pixels() -> None:
+    """1 x 1M pixels reach the resize as 1 x 4 (not 32 x 32M); a 10 x 500 image gives the pixels
+    of timm's evaluation geometry."""
+    image = Image.new("RGB", (1, 1_000_000), (200, 10, 10))
+    for step in eval_geometry(32).transforms:
+        if isinstance(step, T.Resize):
+            assert max(image.size) <= 4 * min(image.size)
+        image = step(image)
+    assert image.size == (32, 32) and image.getpixel((16, 16)) == (200, 10, 10)
+    long = make_image("RGB", (500, 10), np.random.default_rng(0))
+    timm_steps = transforms_imagenet_eval(32, crop_pct=1.0, interpolation="bicubic").transforms[:2]  # resize, crop
+    assert np.array_equal(np.asarray(eval_geometry(32)(long)), np.asarray(T.Compose(timm_steps)(long)))
 
 
 def test_large_images_take_the_random_resized_crop() -> None:

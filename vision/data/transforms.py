@@ -255,12 +255,37 @@ def square_resize(img_size: int, interpolation: str = "bicubic") -> T.Resize:
     return T.Resize((img_size, img_size), interpolation=T.InterpolationMode(interpolation))
 
 
+class CropLongSide:
+    """Crop the long side of a PIL image about its center to at most ``max_ratio`` times the short
+    side. Before the evaluation's resize of the short side and its square center crop, it keeps
+    every pixel that crop keeps and the resampling's neighbours (the crop's position can move by
+    a fraction of a pixel); an image of extreme aspect (1 x 80M pixels) is not first resized to
+    billions of pixels."""
+
+    def __init__(self, max_ratio: float = 4.0) -> None:
+        self.max_ratio = max_ratio
+
+    def __call__(self, image: Image.Image) -> Image.Image:
+        width, height = image.size
+        longest = max(1, math.ceil(self.max_ratio * min(width, height)))
+        if max(width, height) <= longest:
+            return image
+        if width > height:
+            left = (width - longest) // 2
+            return image.crop((left, 0, left + longest, height))
+        top = (height - longest) // 2
+        return image.crop((0, top, width, top + longest))
+
+
 def eval_geometry(img_size: int | Sequence[int], interpolation: str = "bicubic", crop_pct: float = 1.0) -> T.Compose:
-    """Resize the short side to ``img_size / crop_pct`` (an int; a (height, width) pair is resized
-    to directly) and center-crop ``img_size``, PIL to PIL: timm's evaluation geometry."""
+    """Resize to cover ``img_size / crop_pct`` keeping the aspect, and center-crop ``img_size`` (an
+    int, or a (height, width) pair), PIL to PIL: timm's evaluation geometry, after
+    :class:`CropLongSide` (at four times the target's own aspect)."""
     img_size = tuple(img_size) if isinstance(img_size, Sequence) else img_size
     steps = transforms_imagenet_eval(img_size, crop_pct=crop_pct, interpolation=interpolation).transforms
-    return T.Compose([step for step in steps if not isinstance(step, (MaybeToTensor, T.Normalize))])
+    geometry = [step for step in steps if not isinstance(step, (MaybeToTensor, T.Normalize))]
+    sides = img_size if isinstance(img_size, tuple) else (img_size, img_size)
+    return T.Compose([CropLongSide(4.0 * max(sides) / min(sides)), *geometry])
 
 
 def eval_transform(

@@ -195,12 +195,16 @@ def main(argv: list[str] | None = None) -> None:
         raise FileNotFoundError(
             f"{args.checkpoint} does not exist; pass a .ckpt file or a directory written by python -m nlp.export"
         )
+    from nlp.export.directory import is_exported_model
+    from nlp.export.translator import ctranslate2_device
+
+    exported = is_exported_model(args.checkpoint)
+    if exported:
+        ctranslate2_device(args.device)  # mps is refused here, not by the worker that loads it
     require_litserve()
     require_free_port(args.host, args.port)
-    from nlp.export.directory import is_exported_model
-
     translator, beam_size = load(args.checkpoint, "cpu")  # a bad model ends here, with one error: line
-    backend = "ctranslate2" if is_exported_model(args.checkpoint) else "pytorch"
+    backend = "ctranslate2" if exported else "pytorch"
     metadata = {"checkpoint": str(args.checkpoint), "backend": backend, "beam_size": beam_size}
     del translator
     serve(TranslatorHandler(args.checkpoint), ROUTE, route(beam_size), args, metadata)

@@ -93,3 +93,19 @@ def test_without_litserve_the_fix_is_named(monkeypatch: pytest.MonkeyPatch) -> N
     monkeypatch.setitem(sys.modules, "litserve", None)  # import litserve raises ImportError
     with pytest.raises(InputError, match=r'pip install -e "\.\[serve\]"'):
         require_litserve()
+
+
+def test_an_export_on_a_device_ctranslate2_lacks_is_one_error_line_before_any_server(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import torch
+
+    from nlp import serve
+    from nlp.export.directory import METADATA
+
+    monkeypatch.setattr(torch.backends.mps, "is_available", lambda: True)  # a Mac's GPU
+    (tmp_path / METADATA).write_text("{}")  # what marks an exported directory
+    with pytest.raises(SystemExit) as stopped:
+        serve.main([str(tmp_path), "--device", "mps"])
+    assert stopped.value.code == 2
+    assert capsys.readouterr().err == "error: --device mps: a CTranslate2 model runs on cpu or cuda\n"

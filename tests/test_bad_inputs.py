@@ -213,3 +213,30 @@ def test_the_model_class_of_the_vision_head_loads_on_first_use() -> None:
     from vision.model.vision_transformer import VisionTransformer
 
     assert vision.VisionTransformer is VisionTransformer
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="a machine with a GPU runs trainer=gpu")
+def test_a_gpu_on_a_machine_without_one_is_one_error_line_with_lightnings_reason(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    args = ["data=synthetic", *TINY_MODEL, "trainer=gpu", f"hydra.run.dir={tmp_path}"]
+    assert run_command("vision.train", args, monkeypatch) == 2
+    lines = capsys.readouterr().err.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: ") and "can not run on your system" in lines[0]
+    assert "(config entry trainer); fix it on the command line" in lines[0]
+
+
+class BrokenCallback:
+    """A callback whose constructor has a bug."""
+
+    def __init__(self) -> None:
+        raise RuntimeError("a bug in a constructor")
+
+
+def test_a_bug_in_a_constructor_keeps_its_traceback(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Not bad input: the exception itself leaves the command (a traceback, status 1)."""
+    monkeypatch.delenv("HYDRA_FULL_ERROR", raising=False)
+    args = ["data=synthetic", *TINY_MODEL, "trainer=cpu", "+callbacks.broken._target_=tests.test_bad_inputs.BrokenCallback"]
+    monkeypatch.setattr(sys, "argv", ["vision/train.py", *args, f"hydra.run.dir={tmp_path}"])
+    with pytest.raises(RuntimeError, match="a bug in a constructor"):
+        importlib.import_module("vision.train").main()

@@ -40,12 +40,27 @@ def in_sweep() -> bool:
     return HydraConfig.initialized() and HydraConfig.get().mode == RunMode.MULTIRUN
 
 
+def about_its_arguments(error: BaseException | None) -> bool:
+    """Whether a class built from the config failed on its arguments (bad input, not a bug): an
+    :class:`InputError`, a missing file, a value it refuses (``ValueError``, Lightning's
+    ``MisconfigurationException``: a GPU on a machine without one), a key it does not take
+    (``TypeError``)."""
+    if isinstance(error, (InputError, FileNotFoundError, ValueError, TypeError)):
+        return True
+    from lightning.fabric.utilities.exceptions import MisconfigurationException  # imported with Lightning, by then
+
+    return isinstance(error, MisconfigurationException)
+
+
 def hydra_app(config_name: str, config_path: str, command: str) -> Callable[[Callable[[Any], T]], Callable[[], T | None]]:
     """Like ``@hydra.main(version_base="1.3", config_path=..., config_name=...)``, with the
-    error convention: an :class:`InputError` from the task and Hydra's own errors about the
-    command line (unknown key, bad override, missing config) end in one ``error:`` line and
-    status 2, a :class:`TrainingDiverged` in one line and status 3; ``HYDRA_FULL_ERROR=1`` shows
-    the traceback instead.
+    error convention: an :class:`InputError` from the task, arguments that a class built from the
+    config refuses (``ValueError``, ``TypeError`` for a key it does not take, Lightning's
+    ``MisconfigurationException``) and Hydra's own
+    errors about the command line (unknown key, bad override, missing config) end in one
+    ``error:`` line and status 2, a :class:`TrainingDiverged` in one line and status 3; any other
+    failure of a constructor is a bug and keeps its traceback (status 1); ``HYDRA_FULL_ERROR=1``
+    shows the traceback of every error.
 
     ``command`` is the module of the command (``vision.train``): Hydra names the job, and so the
     run's log file (``train.log``), after the module of the task function, which is built
@@ -79,11 +94,14 @@ def hydra_app(config_name: str, config_path: str, command: str) -> Callable[[Cal
                 fail(str(error), EXIT_DIVERGED)
             except InstantiationException as error:  # a class built from the config refused its arguments
                 cause = error.__cause__
-                if user_wants_traceback or not isinstance(cause, (InputError, FileNotFoundError, ValueError)):
+                if user_wants_traceback:
                     raise
+                if not about_its_arguments(cause):
+                    raise (cause or error) from None  # a bug in a constructor: its own traceback, status 1
                 if isinstance(cause, (InputError, FileNotFoundError)):
                     fail(str(cause))
-                # A constructor's own check of a value: name the config entry it came from.
+                # A constructor's own check of a value (Lightning's of the Trainer's settings, e.g.
+                # a GPU on a machine without one), or a key it does not take: name the config entry.
                 entry = re.search(r"full_key: (\S+)", str(error))
                 fail(f"{cause} ({'config entry ' + entry.group(1) if entry else 'a config value'}); fix it on the command line")
 

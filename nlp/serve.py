@@ -10,8 +10,8 @@ as one batch (``--max-batch-size`` requests, waiting up to ``--batch-timeout`` s
 with the same beam and prefix together. Each request is checked in the HTTP process before it is
 queued: no empty text, at most ``MAX_TEXT_CHARS`` characters per text and ``MAX_TEXTS`` texts per
 request, an ``nbest`` within the beam, a prefix of at most ``MAX_PREFIX_CHARS`` characters; the
-worker refuses a prefix the model cannot start a translation with (a special token, more subwords
-than its ``max_len`` holds) before the request joins a batch. Needs ``pip install -e ".[serve]"``.
+worker refuses a prefix the model cannot start a translation with (more subwords than its
+``max_len`` holds) before the request joins a batch. Needs ``pip install -e ".[serve]"``.
 """
 
 from __future__ import annotations

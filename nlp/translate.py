@@ -71,8 +71,8 @@ def is_exported(translator: Translator) -> bool:
 
 def prefix_ids(translator: Translator, text: str, name: str) -> tuple[int, ...]:
     """``text`` as target subword ids of ``translator``'s tokenizer, refused with an
-    :class:`InputError` naming ``name`` (``--prefix``) where it cannot start a translation: a
-    special token in it, or more subwords than the model's ``max_len`` leaves room for."""
+    :class:`InputError` naming ``name`` (``--prefix``) where it cannot start a translation: more
+    subwords than the model's ``max_len`` leaves room for."""
     from nlp.decoding import check_prefix
 
     ids = tuple(translator.tokenizer.encode(text))

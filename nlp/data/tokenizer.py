@@ -3,7 +3,8 @@
 
 Byte-level pre-tokenization (as in GPT-2) makes detokenization exact: ``decode(encode(text)) ==
 text`` for any string, so BLEU is computed on the same text a user would read, and no character
-is ever ``<unk>``. The tokenizer travels with a checkpoint as its JSON string.
+is ever ``<unk>``. The special tokens' strings in a text (``<s>`` of HTML, say) are text, encoded
+as their characters: only the data pipeline puts the control tokens in. The tokenizer travels with a checkpoint as its JSON string.
 """
 
 from __future__ import annotations
@@ -31,6 +32,7 @@ class SubwordTokenizer:
         missing = [token for token in SPECIAL_TOKENS if tokenizer.token_to_id(token) is None]
         if missing:
             raise ValueError(f"tokenizer lacks the special tokens {missing}; train it with train_tokenizer()")
+        tokenizer.encode_special_tokens = True  # "</s>" in a text is its characters, not the end of it
         self.tokenizer = tokenizer
         self.pad_id = tokenizer.token_to_id(PAD)
         self.bos_id = tokenizer.token_to_id(BOS)

@@ -36,6 +36,18 @@ def test_merges_on_the_toy_corpus_reach_whole_words(toy_tokenizer: SubwordTokeni
     assert len(toy_tokenizer.tokens("you wine")) > 2  # an unseen word falls back to pieces
 
 
+def test_the_special_tokens_strings_in_a_text_are_text(toy_tokenizer: SubwordTokenizer) -> None:
+    """HTML's ``<s>`` and a literal ``</s>`` are characters: no control id, an exact round trip,
+    also through the tokenizer's JSON (what a checkpoint holds)."""
+    text = "a <s>struck</s> word, <pad> and <unk>"
+    ids = toy_tokenizer.encode(text)
+    controls = {toy_tokenizer.pad_id, toy_tokenizer.bos_id, toy_tokenizer.eos_id, toy_tokenizer.unk_id}
+    assert not set(ids) & controls
+    assert toy_tokenizer.decode(ids) == text
+    assert toy_tokenizer.encode_batch([text]) == [ids]
+    assert SubwordTokenizer.from_json(toy_tokenizer.to_json()).encode(text) == ids
+
+
 def test_decode_stops_at_eos_and_drops_bos_and_padding(toy_tokenizer: SubwordTokenizer) -> None:
     ids = toy_tokenizer.encode("winter is coming")
     extra = toy_tokenizer.encode("the north")

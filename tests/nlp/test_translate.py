@@ -188,7 +188,6 @@ def test_an_unusable_checkpoint_is_one_error_line_naming_it(
                                           "sentence; pass --beam 5 (or more), or a smaller --nbest"),
         (["--text", "a", "--beam", "2", "--nbest", "3"], "pass --beam 3 (or more)"),
         (["--text", "a", "--nbest", "0"], "argument --nbest: expected a whole number of at least 1, got 0"),
-        (["--text", "a", "--prefix", "winter</s>"], "--prefix holds the special token </s>"),
         (["--text", "a", "--prefix", "winter is coming " * 30], "subwords, more than the 63 a translation of this"),
         (["--text", "a", "--nbest", "2", "--attention", "a.png"], "leave out --nbest and --prefix"),
     ],

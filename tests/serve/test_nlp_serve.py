@@ -135,7 +135,6 @@ BAD_REQUESTS = {
     "a prefix longer than the model's max_len": (
         {"text": "winter", "prefix": "the night is dark " * 20}, 422, "subwords, more than the 63 a translation"
     ),
-    "a prefix with a special token": ({"text": "winter", "prefix": "the </s>"}, 422, "special token </s>"),
 }
 
 

@@ -62,8 +62,10 @@ def split_flat(flat: Flat) -> Encoded:
 
 
 def encode_sources(tokenizer: SubwordTokenizer, texts: list[str], max_len: int) -> Encoded:
-    """Source ids ``x_1 .. x_n </s>`` of each text, with ``n <= max_len - 1``."""
-    return split_flat(encode_flat(tokenizer, texts, max_len, bos=False))
+    """Source ids ``x_1 .. x_n </s>`` of each text stripped of its surrounding whitespace (as
+    every corpus reader strips its sentences, so a line read with its indentation or trailing
+    space encodes as in training), with ``n <= max_len - 1``."""
+    return split_flat(encode_flat(tokenizer, [text.strip() for text in texts], max_len, bos=False))
 
 
 def encode_targets(tokenizer: SubwordTokenizer, texts: list[str], max_len: int) -> Encoded:

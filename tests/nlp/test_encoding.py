@@ -68,3 +68,10 @@ def test_back_to_back_encoding_frames_every_text_by_the_rule(toy_tokenizer) -> N
         assert lengths.tolist() == [len(framed) for framed in expected]
         assert cut.tolist() == [len(words) > max_len - 1 for words in subwords]
     assert any(cut) and not all(cut)
+
+
+def test_a_source_is_encoded_without_its_surrounding_whitespace(toy_tokenizer) -> None:
+    """Byte-level BPE gives a leading or trailing space its own subwords; the corpora are stripped."""
+    padded, _ = encode_sources(toy_tokenizer, ["  winter is coming \n", "\tthe north"], 64)
+    plain, _ = encode_sources(toy_tokenizer, ["winter is coming", "the north"], 64)
+    assert padded == plain and toy_tokenizer.encode(" winter") != toy_tokenizer.encode("winter")

@@ -211,3 +211,12 @@ def test_under_ddp_a_spike_on_one_process_rewinds_both(tmp_path: Path, monkeypat
     records = [json.loads((tmp_path / f"rank{rank}.json").read_text()) for rank in (0, 1)]
     # Both took the decision that only process 1's loss called for, so their weights stay equal.
     assert records[0] == records[1] and records[0]["rewinds"] == 1 and records[0]["step"] == 6
+
+
+def test_the_rewinds_before_a_resume_count_toward_max_rewinds(tmp_path: Path) -> None:
+    poisoned = ["data._target_=tests.core.test_divergence.PoisonedData", "+data.poison=5", "callbacks.divergence.max_rewinds=1"]
+    train(tiny_config(tmp_path, *poisoned, "trainer.max_epochs=1"))
+    assert json.loads((tmp_path / "metrics.json").read_text())["train/rewinds"] == 1.0
+    last = tmp_path / "checkpoints" / "last.ckpt"
+    with pytest.raises(TrainingDiverged, match=r"after 1 rewind"):  # the second epoch's poisoned batch
+        train(tiny_config(tmp_path, *poisoned, "trainer.max_epochs=2", f"ckpt_path={last}"))

@@ -162,6 +162,14 @@ class DivergenceGuard(pl.Callback):
         self.losses: list[Tensor] = []  # of the batches since the last optimizer step
         self.history: deque[float] = deque(maxlen=window)
 
+    def state_dict(self) -> dict[str, Any]:
+        """The rewinds so far, kept in checkpoints: ``max_rewinds`` is per run, resumes included."""
+        return {"rewinds": self.rewinds}
+
+    def load_state_dict(self, state_dict: dict[str, Any]) -> None:
+        """The rewinds of the run before this resume."""
+        self.rewinds = int(state_dict.get("rewinds", 0))
+
     def on_train_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
         """The state the run starts from (fresh or resumed) is the first good one."""
         self.checked_step, self.losses, self.history = trainer.global_step, [], deque(maxlen=self.window)

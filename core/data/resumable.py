@@ -6,24 +6,31 @@ process, which takes every ``num_replicas``-th batch of it (as ``DistributedSamp
 samples). The checkpoint stores where the epoch stood, (epoch, batches trained), through the
 loader's ``state_dict`` (Lightning saves and restores it with the fit loop's state), and the
 resumed sampler skips those batches of that epoch. Data order and schedule position are then
-exact; random augmentation and dropout draw anew, as in any resumed run.
+exact; random augmentation and dropout draw anew, as in any resumed run. Each process's
+position is one of its own shard, so a run stopped inside an epoch resumes on as many processes
+as it ran on (another number is refused: it would train some of the epoch's batches twice, or
+skip some); at an epoch's end any number resumes it.
 """
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Callable, Iterator
 from typing import Any
 
 import numpy as np
 from torch.utils.data import DataLoader, Sampler
 
+from core.errors import InputError
+
 
 class EpochBatchSampler(Sampler[list[int]]):
     """Batches of example indices per epoch, sharded over ``num_replicas`` processes and
     resumable inside an epoch; subclasses say how an epoch is cut (:meth:`epoch_batches`).
 
-    The epoch's list is padded by repeating its first batches, so that every process runs the
-    same number of steps (DDP needs it).
+    The epoch's list is padded by repeating its first batches (the whole list again, as often as
+    needed, when it holds fewer batches than processes), so that every process runs the same
+    number of steps (DDP needs it).
     """
 
     def __init__(self, seed: int = 0, num_replicas: int = 1, rank: int = 0) -> None:
@@ -55,9 +62,8 @@ class EpochBatchSampler(Sampler[list[int]]):
         """This process's batches of the current epoch (computed once per epoch)."""
         if self.cached is None or self.cached[0] != self.epoch:
             batches = self.epoch_batches(np.random.default_rng([self.seed, self.epoch]))
-            remainder = len(batches) % self.num_replicas
-            if remainder:
-                batches += batches[: self.num_replicas - remainder]
+            missing = -len(batches) % self.num_replicas
+            batches += [batches[i % len(batches)] for i in range(missing)] if batches else []
             self.cached = (self.epoch, batches[self.rank :: self.num_replicas])
         return self.cached[1]
 
@@ -119,12 +125,27 @@ class ResumableLoader(DataLoader):
         self.batch_sampler.epoch_source = lambda: position()[0]
 
     def state_dict(self) -> dict[str, int]:
+        """Where the epoch stands on this process, its shard's length and the number of shards."""
+        assert isinstance(self.batch_sampler, EpochBatchSampler)
         epoch, batches = self.position()
-        return {"epoch": epoch, "batches": batches}
+        self.batch_sampler.epoch = epoch  # the shard's length is this epoch's
+        return {"epoch": epoch, "batches": batches, "replicas": self.batch_sampler.num_replicas, "shard": len(self.batch_sampler)}
 
     def load_state_dict(self, state_dict: dict[str, int]) -> None:
+        """Skip the batches of the checkpoint's epoch trained before it was written; refuse
+        another number of processes in the middle of an epoch (an :class:`InputError`)."""
         assert isinstance(self.batch_sampler, EpochBatchSampler)
-        self.batch_sampler.resume_at(state_dict["epoch"], state_dict["batches"])
+        epoch, batches = state_dict["epoch"], state_dict["batches"]
+        replicas = state_dict.get("replicas", self.batch_sampler.num_replicas)
+        if replicas != self.batch_sampler.num_replicas:
+            if batches < state_dict.get("shard", sys.maxsize):
+                raise InputError(
+                    f"the checkpoint was written by {replicas} data-parallel process(es) inside an epoch ({batches} of its "
+                    f"{state_dict['shard']} batches each), and this run has {self.batch_sampler.num_replicas}; resume on "
+                    f"{replicas} (trainer.devices x trainer.num_nodes), or from a checkpoint written at an epoch's end"
+                )
+            batches = sys.maxsize  # the epoch was over: none of its batches is left, on any number of processes
+        self.batch_sampler.resume_at(epoch, batches)
 
 
 def trained_position(trainer: Any) -> tuple[int, int]:

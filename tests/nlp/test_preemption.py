@@ -38,7 +38,7 @@ def test_sigterm_saves_the_step_exits_143_and_resumes_on_the_same_batches(tmp_pa
     last = interrupted / "checkpoints" / "last.ckpt"
     checkpoint = core.load_checkpoint(last)
     assert checkpoint["global_step"] == 5
-    assert checkpoint["loops"]["fit_loop"]["state_dict"]["combined_loader"] == [{"epoch": 0, "batches": 5}]
+    assert checkpoint["loops"]["fit_loop"]["state_dict"]["combined_loader"][0].items() >= {"epoch": 0, "batches": 5}.items()
 
     train(config(interrupted, corpus, f"ckpt_path={last}"))
     resumed = logged_losses(interrupted)

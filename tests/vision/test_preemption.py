@@ -60,7 +60,7 @@ def test_sigterm_mid_epoch_resumes_on_the_same_batches_and_rates(tmp_path: Path)
     last = interrupted / "checkpoints" / "last.ckpt"
     checkpoint = core.load_checkpoint(last)
     assert checkpoint["global_step"] == 6
-    assert checkpoint["loops"]["fit_loop"]["state_dict"]["combined_loader"] == [{"epoch": 1, "batches": 2}]
+    assert checkpoint["loops"]["fit_loop"]["state_dict"]["combined_loader"][0].items() >= {"epoch": 1, "batches": 2}.items()
 
     train(config(interrupted, f"ckpt_path={last}"))
     expected, resumed = recorded(whole), recorded(interrupted)

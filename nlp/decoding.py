@@ -283,13 +283,14 @@ def best_candidates(scores: Tensor, log_probs: Tensor, beam_size: int, eos_id: i
 
 def only_the_best_may_end(candidates: Candidates, sentences: Tensor) -> Candidates:
     """``candidates`` where, for the ``sentences`` [B] (bool) at their first step after a prefix,
-    no candidate but the best may end: the others that would end are dropped (score ``-inf``, a
-    dead beam). CTranslate2's rule, so that the prefix alone does not fill the n-best list with
-    an empty continuation that is not the most probable one."""
+    no candidate but the best may end: the others that would end are dropped (score ``-inf``:
+    still ending, so no hypothesis collects them and the best ``beam_size`` that do not end stay
+    live). CTranslate2's rule, so that the prefix alone does not fill the n-best list with an
+    empty continuation that is not the most probable one."""
     dropped = candidates.ends & sentences[:, None]
     dropped[:, 0] = False
     scores = candidates.scores.masked_fill(dropped, float("-inf"))
-    return Candidates(scores, candidates.beams, candidates.tokens, candidates.ends & ~dropped)
+    return Candidates(scores, candidates.beams, candidates.tokens, candidates.ends)
 
 
 class FinishedHypotheses:

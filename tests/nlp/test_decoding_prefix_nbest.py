@@ -12,7 +12,15 @@ import pytest
 import torch
 
 from core.errors import InputError
-from nlp.decoding import beam_hypotheses, beam_search, gnmt_length_penalty, greedy_decode
+from nlp.decoding import (
+    Candidates,
+    advance_beams,
+    beam_hypotheses,
+    beam_search,
+    gnmt_length_penalty,
+    greedy_decode,
+    only_the_best_may_end,
+)
 from tests.nlp.conftest import decode, tiny_model
 
 PAD, BOS, EOS = 0, 1, 2
@@ -171,3 +179,14 @@ def test_a_prefix_that_cannot_start_a_translation_is_refused(
 ) -> None:
     with pytest.raises(InputError, match=message):
         decode(model, sources[:1], beam, prefix=prefix)
+
+
+def test_after_a_prefix_the_dropped_endings_leave_every_beam_live() -> None:
+    """Ranks 1 and 2 of the 2K = 8 candidates end with </s> right after the prefix: they are
+    dropped, and the 4 live beams are ranks 0, 3, 4 and 5, none of them dead (-inf)."""
+    ends = torch.tensor([[False, True, True, False, False, False, False, False]])
+    candidates = Candidates(-torch.arange(1.0, 9.0)[None], torch.zeros(1, 8, dtype=torch.long), torch.arange(8)[None], ends)
+    kept = only_the_best_may_end(candidates, torch.tensor([True]))
+    assert kept.scores[0, 1:3].isinf().all()
+    _, scores, _ = advance_beams(kept, torch.zeros(4, 1, dtype=torch.long), beam_size=4)
+    assert scores.tolist() == [[-1.0, -4.0, -5.0, -6.0]]

@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from itertools import islice
 from typing import TYPE_CHECKING, NamedTuple
 
-from core.commands.arguments import ArgumentParser, add_device_option, png_path, positive_int
+from core.commands.arguments import ArgumentParser, add_device_option, png_path, positive_int, readable_text
 from core.commands.exit import command
 from core.errors import InputError
 from nlp.data.corpora import Utf8Lines
@@ -113,12 +113,6 @@ def print_translations(found: Iterable[list[Translation]], nbest: int | None) ->
             print(f"{index}\t{translation.score:.4f}\t{translation.text}", flush=True)
 
 
-def argument_text(value: str) -> str:
-    """A command-line text whose bytes that are not UTF-8 (kept by Python as lone surrogates)
-    are replaced by U+FFFD, as on stdin (:class:`nlp.data.corpora.Utf8Lines`)."""
-    return value.encode("utf-8", "surrogateescape").decode("utf-8", "replace")
-
-
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     """The command line of ``python -m nlp.translate``."""
     parser = ArgumentParser(prog="python -m nlp.translate", description=__doc__.splitlines()[0])
@@ -126,7 +120,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         "checkpoint", help="a .ckpt file written by python -m nlp.train, or a directory written by python -m nlp.export"
     )
     parser.add_argument(
-        "--text", action="append", type=argument_text, help="a sentence to translate (repeatable); default: stdin lines"
+        "--text", action="append", type=readable_text, help="a sentence to translate (repeatable); default: stdin lines"
     )
     parser.add_argument(
         "--beam", type=positive_int, default=None, help="beam size; 1 decodes greedily (default: the checkpoint's beam_size)"
@@ -148,7 +142,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument(
         "--prefix",
         default="",
-        type=argument_text,
+        type=readable_text,
         metavar="TEXT",
         help="text every translation starts with; decoding continues after it",
     )

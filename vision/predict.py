@@ -15,7 +15,7 @@ from pathlib import Path
 
 from typing import TYPE_CHECKING
 
-from core.commands.arguments import ArgumentParser, add_device_option, positive_int
+from core.commands.arguments import ArgumentParser, add_device_option, positive_int, readable_text
 from core.commands.exit import command
 
 if TYPE_CHECKING:
@@ -59,9 +59,10 @@ def predictions(
 
 
 def write_text(results: Iterator[tuple[str, Ranked]]) -> None:
-    """Each image's path, then one ``probability  class`` line per class."""
+    """Each image's path (its bytes that are not UTF-8 shown as U+FFFD), then one
+    ``probability  class`` line per class."""
     for path, ranked in results:
-        print(path)
+        print(readable_text(path))
         for name, probability in ranked:
             print(f"  {probability:7.2%}  {name}")
         sys.stdout.flush()

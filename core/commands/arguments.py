@@ -35,6 +35,12 @@ class ArgumentParser(argparse.ArgumentParser):
         return parsed
 
 
+def readable_text(value: str) -> str:
+    """``value`` (an argument, a file name) with its bytes that are not UTF-8, which Python keeps
+    as lone surrogates, replaced by U+FFFD: text that encodes, and prints on any terminal."""
+    return value.encode("utf-8", "surrogateescape").decode("utf-8", "replace")
+
+
 def default_device() -> str:
     """``cuda`` when a GPU is present, else ``cpu``: the default of every ``--device`` option."""
     import torch

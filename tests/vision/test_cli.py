@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import importlib
+import io
 import json
+import os
+import sys
 from pathlib import Path
 
 import matplotlib
@@ -47,6 +50,17 @@ def test_predict_top_k_beyond_the_classes_lists_them_all(
     predict.main([checkpoint, image, "--top-k", "10"])
     lines = capsys.readouterr().out.splitlines()
     assert lines[0] == image and sorted(line.split()[-1] for line in lines[1:]) == ["cat", "dog", "owl"]
+
+
+def test_predict_prints_a_file_name_whose_bytes_are_not_utf8(
+    checkpoint: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    image = str(write_image(tmp_path / os.fsdecode(b"caf\xe9.png")))
+    out = io.TextIOWrapper(io.BytesIO(), encoding="utf-8")  # strict, as on a UTF-8 terminal
+    monkeypatch.setattr(sys, "stdout", out)
+    predict.main([checkpoint, image, "--top-k", "1"])
+    out.flush()
+    assert out.buffer.getvalue().decode("utf-8").splitlines()[0] == str(tmp_path / "caf\ufffd.png")
 
 
 def test_predict_with_flip_tta_averages_each_image_with_its_mirror(

@@ -13,7 +13,7 @@ import torch
 import torchvision.datasets.utils
 
 from core.errors import InputError
-from tests.vision.vision_testdata import write_cifar, write_image_folder
+from tests.vision.vision_testdata import write_cifar, write_image, write_image_folder
 from vision.data.cifar import CIFARDataModule
 from vision.data.datamodule import holdout_indices
 from vision.data.folder import ImageFolderDataModule
@@ -226,6 +226,23 @@ def test_a_folder_is_decoded_once_and_a_changed_file_again(tmp_path: Path, monke
     with pytest.raises(InputError, match="4 of 43 images"):  # 9.3% unreadable now, over the 9% allowed
         setup()
     assert decoded[43:] == [str(changed)]
+
+
+def test_the_verdicts_keep_file_names_with_line_breaks_and_bytes_that_are_not_utf8(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from vision.data import folder
+
+    names = [os.fsdecode(b"caf\xe9.png"), "two\nlines.png", "tab\there.png", "plain.png"]
+    paths = [str(write_image(tmp_path / name)) for name in names]
+    (tmp_path / "notes.png").write_text("not an image")
+    paths.append(str(tmp_path / "notes.png"))
+    cache = tmp_path / "cache" / "verdicts.jsonl"
+    assert list(folder.find_unreadable(paths, cache)) == [paths[-1]]
+    decoded: list[str] = []
+    monkeypatch.setattr(folder, "decode_unreadable", lambda fresh: decoded.extend(fresh) or {})
+    assert list(folder.find_unreadable(paths, cache)) == [paths[-1]]  # every verdict read back
+    assert decoded == []
 
 
 def test_more_unreadable_images_than_allowed_stop_the_setup(tmp_path: Path) -> None:

@@ -4,7 +4,7 @@
 Unreadable images (corrupt or truncated files, text behind an image extension) are found when the
 data is set up, not hours into a run: every file is decoded once (JPEGs at 1/8 scale, which still
 reads every byte) and converted to RGB, by one loader process per usable CPU. The verdicts are
-kept in the data cache (``<cache_dir>/vision/<folder fingerprint>.tsv``, keyed by each file's path,
+kept in the data cache (``<cache_dir>/vision/<folder fingerprint>.jsonl``, keyed by each file's path,
 size and modification time), so a folder is checked once, by the first process that sets it up
 (others wait for its lock), and a later run or another rank decodes only the files that are new or
 changed. Up to ``max_unreadable`` of them (1% by default) are skipped with one warning that
@@ -16,9 +16,12 @@ only a run of unreadable images ends it.
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import hashlib
+import json
 import logging
+import os
 import time
 from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
@@ -170,32 +173,35 @@ def held_split(dataset: FixedClassImageFolder, resize: Callable[[Image.Image], I
 def find_unreadable(paths: list[str], cache_file: Path | None = None) -> dict[str, str]:
     """The paths that cannot be read, with the reason. With ``cache_file``, the verdicts of files
     checked before (same path, size and modification time) are read from it, only the others are
-    decoded, and the file is rewritten atomically with every verdict, under a lock beside it."""
+    decoded, and the file is rewritten atomically with every verdict, under a lock beside it: one
+    JSON list ``[path, version, reason]`` a line, in ASCII, so that any file name (a line break
+    in it, bytes that are not UTF-8) is kept; a line that does not read so is checked again."""
     if cache_file is None:
         return decode_unreadable(paths)
     cache_file.parent.mkdir(parents=True, exist_ok=True)
     with FileLock(f"{cache_file}.lock"):
         known: dict[str, tuple[str, str]] = {}
         if cache_file.is_file():
-            for line in cache_file.read_text(encoding="utf-8").splitlines():
-                path, version, reason = line.split("\t", 2)
-                known[path] = (version, reason)
+            for line in cache_file.read_text(encoding="ascii", errors="replace").split("\n"):
+                with contextlib.suppress(ValueError, TypeError):
+                    path, version, reason = json.loads(line)
+                    known[path] = (str(version), str(reason))
         versions = {path: ":".join(map(str, file_version(path))) for path in paths}
         fresh = [path for path in paths if known.get(path, ("", ""))[0] != versions[path]]
         decoded = decode_unreadable(fresh)
         if fresh:
             log.info("checked %d new or changed images of %d (%s)", len(fresh), len(paths), cache_file)
         for path in fresh:
-            known[path] = (versions[path], decoded.get(path, "").replace("\t", " ").replace("\n", " "))
+            known[path] = (versions[path], decoded.get(path, ""))
         with atomic_path(cache_file) as tmp:
-            tmp.write_text("".join(f"{path}\t{version}\t{reason}\n" for path, (version, reason) in known.items()), encoding="utf-8")
+            tmp.write_text("".join(json.dumps([path, *verdict]) + "\n" for path, verdict in known.items()), encoding="ascii")
     return {path: known[path][1] for path in paths if known[path][1]}
 
 
 def check_cache_file(root: Path, cache_dir: str | None) -> Path:
     """Where the verdicts of the images under ``root`` are kept."""
-    key = hashlib.sha1(str(root.resolve()).encode("utf-8")).hexdigest()[:20]
-    return cache_root(cache_dir) / "vision" / f"{key}.tsv"
+    key = hashlib.sha1(os.fsencode(root.resolve())).hexdigest()[:20]
+    return cache_root(cache_dir) / "vision" / f"{key}.jsonl"
 
 
 class FixedClassImageFolder(ImageFolder):

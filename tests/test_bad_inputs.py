@@ -240,3 +240,21 @@ def test_a_bug_in_a_constructor_keeps_its_traceback(tmp_path: Path, monkeypatch:
     monkeypatch.setattr(sys, "argv", ["vision/train.py", *args, f"hydra.run.dir={tmp_path}"])
     with pytest.raises(RuntimeError, match="a bug in a constructor"):
         importlib.import_module("vision.train").main()
+
+
+def test_a_process_the_command_started_keeps_the_one_line_convention(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A DDP worker runs the command again with the HYDRA_FULL_ERROR=1 its first process set for
+    Hydra: the user did not ask for tracebacks, so bad input is still one line."""
+    from core.training.commands.hydra_app import SET_BY_COMMAND
+
+    monkeypatch.setenv("HYDRA_FULL_ERROR", "1")
+    monkeypatch.setenv(SET_BY_COMMAND, "1")
+    monkeypatch.setattr(sys, "argv", ["vision/train.py", "data.batch_size=0", f"hydra.run.dir={tmp_path}"])
+    command = importlib.reload(importlib.import_module("vision.train"))  # imported anew, as in a new process
+    with pytest.raises(SystemExit) as exited:
+        command.main()
+    assert exited.value.code == 2
+    lines = capsys.readouterr().err.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: ") and "data.batch_size" in lines[0]

@@ -16,6 +16,10 @@ from core.errors import InputError, TrainingDiverged
 
 T = TypeVar("T")
 
+# Set beside HYDRA_FULL_ERROR=1 when a command sets that for Hydra itself: the processes it starts
+# (Lightning's DDP workers run the command again) inherit both, and know the user did not ask.
+SET_BY_COMMAND = "CORE_HYDRA_FULL_ERROR_SET_BY_COMMAND"
+
 
 def launch_stamp() -> str:
     """One name for a run's output directory that every process of a launch agrees on: the SLURM
@@ -71,7 +75,7 @@ def hydra_app(config_name: str, config_path: str, command: str) -> Callable[[Cal
 
     from omegaconf import OmegaConf
 
-    user_wants_traceback = full_traceback_wanted([])  # read before main() sets HYDRA_FULL_ERROR
+    user_wants_traceback = [False]  # read by main() as it starts, before it sets HYDRA_FULL_ERROR
     OmegaConf.register_new_resolver("launch_stamp", launch_stamp, replace=True)  # hydra.run.dir of the train configs
 
     def decorate(task: Callable[[Any], T]) -> Callable[[], T | None]:
@@ -85,16 +89,16 @@ def hydra_app(config_name: str, config_path: str, command: str) -> Callable[[Cal
             try:
                 return task(cfg)
             except (InputError, FileNotFoundError) as error:
-                if user_wants_traceback:
+                if user_wants_traceback[0]:
                     raise
                 fail(str(error))
             except TrainingDiverged as error:
-                if user_wants_traceback or in_sweep():
+                if user_wants_traceback[0] or in_sweep():
                     raise  # a sweep's trial: the sweeper records it as failed (Optuna's search goes on)
                 fail(str(error), EXIT_DIVERGED)
             except InstantiationException as error:  # a class built from the config refused its arguments
                 cause = error.__cause__
-                if user_wants_traceback:
+                if user_wants_traceback[0]:
                     raise
                 if not about_its_arguments(cause):
                     raise (cause or error) from None  # a bug in a constructor: its own traceback, status 1
@@ -109,11 +113,12 @@ def hydra_app(config_name: str, config_path: str, command: str) -> Callable[[Cal
 
         @functools.wraps(task)
         def main() -> T | None:
-            if user_wants_traceback:
+            user_wants_traceback[0] = full_traceback_wanted([]) and os.environ.get(SET_BY_COMMAND) != "1"
+            if user_wants_traceback[0]:
                 return app()
             # Hydra prints a shortened traceback and exits 1 unless HYDRA_FULL_ERROR is set; set
             # it for this call so a configuration error reaches this function, which prints one line.
-            os.environ["HYDRA_FULL_ERROR"] = "1"
+            os.environ["HYDRA_FULL_ERROR"] = os.environ[SET_BY_COMMAND] = "1"
             try:
                 return app()
             except MissingConfigException as error:
@@ -135,6 +140,7 @@ def hydra_app(config_name: str, config_path: str, command: str) -> Callable[[Cal
                 )
             finally:
                 os.environ.pop("HYDRA_FULL_ERROR", None)
+                os.environ.pop(SET_BY_COMMAND, None)
 
         return main
 

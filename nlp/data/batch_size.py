@@ -9,7 +9,9 @@ batches, and a larger one grows batch and updates together, each as the square r
 batch of the training data, on the run's device and precision) times the seconds. ``B`` is
 rounded down to a multiple of 64 and kept within [:data:`MIN_TOKENS`, :data:`MAX_TOKENS`]; with
 neither bound (``max_steps`` alone) it is :data:`STEPS_ONLY_TOKENS`, fairseq's usual
-``--max-tokens``.
+``--max-tokens``. Under data parallelism ``T`` and the pace are the whole job's and ``B`` is
+shared: each of ``W`` processes batches ``B / W`` tokens (a multiple of 64, at least
+:data:`MIN_TOKENS`), so the job still takes ``T / B`` steps.
 
 Why: a short budget is spent best on many small updates, a long one on larger, less noisy batches
 (the critical batch grows as training goes, McCandlish et al. 2018). Measured on 2 CPU cores with
@@ -51,17 +53,27 @@ def tokens_for_budget(budget_tokens: float) -> int:
     return min(MAX_TOKENS, max(MIN_TOKENS, tokens))
 
 
-RULE = BatchRule(
-    setting="data.max_tokens",
-    unit="tokens",
-    probe=PROBE_TOKENS,
-    for_budget=tokens_for_budget,
-    steps_only=STEPS_ONLY_TOKENS,
-    formula=lambda tokens, sources: (
-        f"max({MIN_TOKENS}, sqrt({tokens:,.0f} tokens the budget trains / {STEPS_PER_TOKEN}): {sources})"
-    ),
-    pace_words=lambda pace, probed: f"{pace:,.0f} tokens/s (measured on {probed}-token batches)",
-)
+def per_process(tokens: int, world_size: int) -> int:
+    """Each of ``world_size`` processes' share of a batch of ``tokens``: a multiple of 64, at
+    least :data:`MIN_TOKENS` (what one device does well)."""
+    return max(MIN_TOKENS, tokens // world_size // MULTIPLE * MULTIPLE)
+
+
+def rule(world_size: int) -> BatchRule:
+    """The rule for a job of ``world_size`` processes: the budget and the pace are the whole job's
+    (every process's tokens), the batch each process's share of the rule's."""
+    processes = f" on {world_size} processes" if world_size > 1 else ""
+    return BatchRule(
+        setting="data.max_tokens",
+        unit="tokens",
+        probe=PROBE_TOKENS,
+        for_budget=lambda tokens: per_process(tokens_for_budget(tokens), world_size),
+        steps_only=STEPS_ONLY_TOKENS,
+        formula=lambda tokens, sources: (
+            f"max({MIN_TOKENS}, sqrt({tokens:,.0f} tokens the budget trains / {STEPS_PER_TOKEN}): {sources})"
+        ),
+        pace_words=lambda pace, probed: f"{pace:,.0f} tokens/s{processes} (measured on {probed}-token batches)",
+    )
 
 
 def measure_pace(module: Any, trainer: pl.Trainer, batch: Batch) -> float:
@@ -84,11 +96,13 @@ def auto_max_tokens(
     lengths: np.ndarray,
     make_batch: Callable[[list[int]], Batch],
 ) -> int:
-    """The token budget of a training batch for this run (the rule of the module docstring, through
-    :func:`core.training.plan.batch_rule.choose_batch`): ``lengths`` are the training examples' sizes as
-    the batch sampler counts them, and ``make_batch`` collates examples by index. Every process
-    uses the first one's choice."""
+    """Each process's token budget of a training batch for this run (the rule of the module
+    docstring, through :func:`core.training.plan.batch_rule.choose_batch`): ``lengths`` are the
+    training examples' sizes as the batch sampler counts them, and ``make_batch`` collates
+    examples by index. Every process uses the first one's choice; the pace measured on it counts
+    for every process of the job."""
+    world = trainer.world_size
     return choose_batch(
-        RULE, trainer, int(lengths.sum()),
-        lambda tokens: measure_pace(module, trainer, probe_batch(lengths, tokens, make_batch)),
+        rule(world), trainer, int(lengths.sum()),
+        lambda tokens: world * measure_pace(module, trainer, probe_batch(lengths, tokens, make_batch)),
     )

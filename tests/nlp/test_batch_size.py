@@ -13,7 +13,7 @@ import torch
 from core.files.checkpoints import load_checkpoint
 from core.training.runner import train
 from nlp.data import batch_size
-from nlp.data.batch_size import MAX_TOKENS, MIN_TOKENS, tokens_for_budget
+from nlp.data.batch_size import MAX_TOKENS, MIN_TOKENS, rule, tokens_for_budget
 from tests.nlp.conftest import nlp_config, reverse_pairs, write_lines
 
 
@@ -52,6 +52,13 @@ def files_config(tmp_path: Path, corpus: Path, *overrides: str):
         "module.beam_size=1",
         *overrides,
     )
+
+
+def test_under_data_parallelism_each_process_takes_its_share_of_the_batch() -> None:
+    budget = 8 * 8192**2  # the budget whose batch is 8,192 tokens
+    assert rule(1).for_budget(budget) == 8192
+    assert rule(4).for_budget(budget) == 2048  # the job's batch stays 8,192 tokens
+    assert rule(16).for_budget(budget) == MIN_TOKENS  # what one device does well, at least
 
 
 def test_the_mini_preset_sizes_its_batches_from_the_epochs(

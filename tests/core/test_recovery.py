@@ -9,14 +9,16 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import lightning.pytorch as pl
 import pytest
 import torch
+from lightning.pytorch.callbacks import ModelCheckpoint
 
 import core
-from core.training.callbacks.checkpoints import AtomicCheckpointIO
+from core.training.callbacks.checkpoints import AtomicCheckpointIO, periodic_last_checkpoint
 from core.training.runner import train
 from tests.core.test_runner import CONF, tiny_config
 
@@ -108,3 +110,17 @@ def test_failed_checkpoint_write_leaves_the_previous_checkpoint_whole(tmp_path: 
         io.save_checkpoint({"global_step": 6, "weight": torch.zeros(4), "bad": Unpicklable()}, path)
     assert global_step(path) == 3
     assert [p.name for p in path.parent.iterdir()] == ["last.ckpt"]  # no temporary file left behind
+
+
+def test_the_periodic_checkpoint_waits_for_the_optimizer_step(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Accumulating 3 micro-batches a step: a save that is due is made after the step, never
+    between the micro-batches (whose gradients a resumed run would not have)."""
+    offered: list[int] = []
+    monkeypatch.setattr(ModelCheckpoint, "on_train_batch_end", lambda self, trainer, *args: offered.append(trainer.global_step))
+    periodic = periodic_last_checkpoint(str(tmp_path), every_n_minutes=10)
+    trainer = SimpleNamespace(global_step=4)
+    periodic.on_train_start(trainer, None)  # type: ignore[arg-type]
+    for step in (4, 4, 5, 5, 5, 6):  # the optimizer stepped at the third and the sixth batch
+        trainer.global_step = step
+        periodic.on_train_batch_end(trainer, None, None, None, 0)  # type: ignore[arg-type]
+    assert offered == [5, 6]

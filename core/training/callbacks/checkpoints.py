@@ -57,6 +57,28 @@ class BestCheckpoint(ModelCheckpoint):
         return super().check_monitor_top_k(trainer, current)
 
 
+class StepCheckpoint(ModelCheckpoint):
+    """A ``ModelCheckpoint`` whose saves inside an epoch come after an optimizer step only: with
+    gradient accumulation (``trainer.accumulate_grad_batches``), a checkpoint written between
+    micro-batches would resume without their gradients."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.stepped_at = 0  # the optimizer steps at the last batch seen
+
+    def on_train_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
+        super().on_train_start(trainer, pl_module)
+        self.stepped_at = trainer.global_step
+
+    def on_train_batch_end(
+        self, trainer: pl.Trainer, pl_module: pl.LightningModule, outputs: Any, batch: Any, batch_idx: int
+    ) -> None:
+        if trainer.global_step == self.stepped_at:
+            return  # gradients are still accumulating: the optimizer has not stepped
+        self.stepped_at = trainer.global_step
+        super().on_train_batch_end(trainer, pl_module, outputs, batch, batch_idx)
+
+
 def periodic_last_checkpoint(
     dirpath: str,
     every_n_minutes: float | None = 10.0,
@@ -70,7 +92,8 @@ def periodic_last_checkpoint(
     trigger per ``ModelCheckpoint``): with short epochs it only adds a write per interval, with
     long ones it bounds the work a killed run loses. The checkpoint holds the loop's position in the
     epoch, so resuming from it ends after the same number of optimizer steps as a run that was
-    never stopped.
+    never stopped; it is written after an optimizer step (:class:`StepCheckpoint`), never in the
+    middle of a gradient accumulation.
     """
     if every_n_train_steps is not None:
         trigger: dict[str, Any] = {"every_n_train_steps": every_n_train_steps}
@@ -81,6 +104,6 @@ def periodic_last_checkpoint(
             "callbacks.periodic_checkpoint needs every_n_minutes or every_n_train_steps; "
             "use callbacks.periodic_checkpoint=null to turn periodic checkpoints off"
         )
-    return ModelCheckpoint(
+    return StepCheckpoint(
         dirpath=dirpath, filename=filename, monitor=None, save_top_k=1, enable_version_counter=False, **trigger
     )

@@ -46,7 +46,7 @@ from nlp.data.tokenizer import SubwordTokenizer, train_tokenizer
 
 log = logging.getLogger(__name__)
 
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2  # 2: a special token's string in a text is encoded as its characters
 CHUNK_PAIRS = 20_000  # pairs encoded at a time while preparing
 
 Example = tuple[np.ndarray, np.ndarray]

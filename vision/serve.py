@@ -52,12 +52,23 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
 
 
 def check_request(payload: dict[str, Any]) -> dict[str, Any]:
-    """A request's JSON object, checked down to each image's header; returned as it came."""
+    """A request's JSON object, checked down to each image's header, its images together at most
+    ``Image.MAX_IMAGE_PIXELS`` pixels (what one decoded image may hold); returned as it came."""
+    from PIL import Image
+
     known_keys(payload, KEYS, EXAMPLE)
     images, single = one_or_many(payload, ONE, MANY, MAX_IMAGES, EXAMPLE)
+    pixels = 0
     for index, value in enumerate(images):
         name = item_name(ONE, MANY, index, single)
-        check_header(image_bytes(value, name), name)
+        pixels += check_header(image_bytes(value, name), name)
+    limit = Image.MAX_IMAGE_PIXELS
+    if limit is not None and pixels > limit:
+        raise BadRequest(
+            TOO_LARGE,
+            f"the {len(images)} images hold {pixels:,} pixels, more than the {limit:,} the server decodes per request "
+            "(Pillow's Image.MAX_IMAGE_PIXELS); send fewer or smaller images per request",
+        )
     whole_number(payload, "top_k", DEFAULT_TOP_K)
     return payload
 
@@ -75,9 +86,9 @@ def image_bytes(value: Any, name: str) -> bytes:
     return data
 
 
-def check_header(data: bytes, name: str) -> None:
-    """Refuse an image whose header Pillow cannot read or whose size exceeds
-    ``Image.MAX_IMAGE_PIXELS``; no pixel is decoded."""
+def check_header(data: bytes, name: str) -> int:
+    """The pixels of an image, from its header; refuse one whose header Pillow cannot read or whose
+    size exceeds ``Image.MAX_IMAGE_PIXELS``. No pixel is decoded."""
     from PIL import Image
 
     limit = Image.MAX_IMAGE_PIXELS
@@ -96,21 +107,27 @@ def check_header(data: bytes, name: str) -> None:
             f"{name} is {width} x {height} pixels, more than the {limit:,} the server decodes "
             "(Pillow's Image.MAX_IMAGE_PIXELS); send a smaller image",
         )
+    return width * height
 
 
 def form_payload(fields: Fields) -> dict[str, Any]:
-    """Multipart fields as the JSON object :func:`check_request` reads: the files of one field
-    ``image`` or of fields ``images`` as base64, ``top_k`` as a number."""
+    """Multipart fields as the JSON object :func:`check_request` reads: the file of one field
+    ``image`` as base64, or the files of fields ``images`` (or of several ``image`` fields) as
+    a list (``image`` and ``images`` together are refused, as in JSON), ``top_k`` as a number
+    when it is one of at most 9 digits."""
     payload: dict[str, Any] = {}
-    images = [(name, value) for name, value in fields if name in (ONE, MANY)]
-    encoded = [base64.b64encode(value).decode() if isinstance(value, bytes) else value for _, value in images]
-    if [name for name, _ in images] == [ONE]:
-        payload[ONE] = encoded[0]
-    elif images:
-        payload[MANY] = encoded
+    encoded = {
+        key: [base64.b64encode(value).decode() if isinstance(value, bytes) else value for name, value in fields if name == key]
+        for key in (ONE, MANY)
+    }
+    if len(encoded[ONE]) == 1:
+        payload[ONE] = encoded[ONE][0]
+    if encoded[MANY] or len(encoded[ONE]) > 1:
+        payload[MANY] = encoded[MANY] or encoded[ONE]
     for name, value in fields:
         if name not in (ONE, MANY):
-            payload[name] = int(value) if name == "top_k" and isinstance(value, str) and value.isdecimal() else value
+            number = name == "top_k" and isinstance(value, str) and value.isdecimal() and len(value) <= 9
+            payload[name] = int(value) if number else value
     return payload
 
 

@@ -66,12 +66,18 @@ def torch_device(text: str) -> str:
     return text
 
 
-def add_device_option(parser: argparse.ArgumentParser) -> None:
+def add_device_option(parser: argparse.ArgumentParser, kinds: tuple[str, ...] | None = None) -> None:
     """``--device``, defaulting to the GPU when there is one (chosen by
-    :meth:`ArgumentParser.parse_args`); a device the machine lacks is a usage error."""
-    parser.add_argument(
-        "--device", type=torch_device, default=None, help="torch device (default: cuda when present, else cpu)"
-    )
+    :meth:`ArgumentParser.parse_args`); a device the machine lacks, or with ``kinds`` one of
+    another kind (``cpu``, ``cuda``, ``mps``), is a usage error."""
+
+    def device(text: str) -> str:
+        chosen = torch_device(text)
+        if kinds is not None and chosen.partition(":")[0] not in kinds:
+            raise argparse.ArgumentTypeError(f"{text!r} is not one of the devices this command runs on: {', '.join(kinds)}")
+        return chosen
+
+    parser.add_argument("--device", type=device, default=None, help="torch device (default: cuda when present, else cpu)")
 
 
 def positive(convert: Callable[[str], N], requirement: str) -> Callable[[str], N]:

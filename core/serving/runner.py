@@ -64,7 +64,7 @@ def add_server_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--max-body-bytes", type=positive_int, default=MAX_BODY_BYTES,
                         help=f"largest request body taken; larger ones get 413 (default {MAX_BODY_BYTES:,})")
     parser.add_argument("--log-level", choices=LOG_LEVELS, default="info", help="server log level (default info)")
-    add_device_option(parser)
+    add_device_option(parser, kinds=("cpu", "cuda", "mps"))  # LitServe's accelerators
 
 
 def require_litserve() -> None:

@@ -109,3 +109,13 @@ def test_an_export_on_a_device_ctranslate2_lacks_is_one_error_line_before_any_se
         serve.main([str(tmp_path), "--device", "mps"])
     assert stopped.value.code == 2
     assert capsys.readouterr().err == "error: --device mps: a CTranslate2 model runs on cpu or cuda\n"
+
+
+@pytest.mark.parametrize("command", COMMANDS)
+def test_a_device_the_server_has_no_accelerator_for_is_a_usage_error(command: str, capsys: pytest.CaptureFixture[str]) -> None:
+    import importlib
+
+    with pytest.raises(SystemExit) as stopped:
+        importlib.import_module(command).main(["model.ckpt", "--device", "meta"])
+    assert stopped.value.code == 2
+    assert "--device: 'meta' is not one of the devices this command runs on: cpu, cuda, mps" in capsys.readouterr().err

@@ -78,6 +78,9 @@ def test_the_vision_checks_read_headers_only() -> None:
     assert status == 413 and "9500 x 9500 pixels" in reason and f"{Image.MAX_IMAGE_PIXELS:,}" in reason
     assert refusal(vision_serve.check_request, {"image": ""})[0] == 422
     assert refusal(vision_serve.check_request, {"image": image_file(4, 4), "top_k": True})[0] == 422
+    side = int((Image.MAX_IMAGE_PIXELS / 2) ** 0.5) + 1  # two images over the limit together, each under it
+    status, reason = refusal(vision_serve.check_request, {"images": [image_file(side, side, "1")] * 2})
+    assert status == 413 and "the 2 images hold" in reason and "per request" in reason
 
 
 def test_multipart_fields_become_the_json_of_the_route() -> None:
@@ -88,6 +91,10 @@ def test_multipart_fields_become_the_json_of_the_route() -> None:
     assert vision_serve.form_payload([("images", png)]) == {"images": [encoded]}
     assert vision_serve.form_payload([("top_k", "x")]) == {"top_k": "x"}  # refused by the check
     assert vision_serve.form_payload([("top_k", "²")]) == {"top_k": "²"}  # a digit int() does not read
+    assert vision_serve.form_payload([("top_k", "9" * 5000)]) == {"top_k": "9" * 5000}  # more digits than int() reads
+    assert refusal(vision_serve.check_request, {"image": image_file(4, 4), "top_k": "9" * 5000})[0] == 422
+    mixed = vision_serve.form_payload([("image", png), ("images", png)])
+    assert refusal(vision_serve.check_request, mixed)[0] == 422  # as in JSON: image or images
     for top_k in ("²", b"3"):  # a form field sent as a file arrives as bytes
         assert refusal(vision_serve.check_request, {"image": image_file(4, 4), "top_k": top_k})[0] == 422
 

@@ -21,6 +21,7 @@ import torch
 from filelock import FileLock
 from hydra.errors import InstantiationException
 from hydra.utils import get_class, instantiate
+from lightning.pytorch.callbacks import WeightAveraging
 from omegaconf import DictConfig, OmegaConf
 
 from core.files.atomic import atomic_path
@@ -240,6 +241,9 @@ def fit_and_test(
     metrics = scalar_metrics(trainer.callback_metrics)
     metrics["fit_seconds"] = time.perf_counter() - start
     metrics["optimizer_steps"] = trainer.global_step
+    # The module and the checkpoints now hold a weight-averaging callback's average (EMA); left in
+    # place, the callback would load a checkpoint's raw weights back into the module for the test.
+    trainer.callbacks = [callback for callback in trainer.callbacks if not isinstance(callback, WeightAveraging)]
     best = best_checkpoint(trainer, cfg.optimized_metric)
     last = output_dir / "checkpoints" / "last.ckpt"
     evaluate_command = f"python -m {cfg.module._target_.split('.')[0]}.evaluate"

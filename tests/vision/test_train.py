@@ -9,6 +9,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import lightning.pytorch as pl
 import pytest
 import timm
 import torch
@@ -129,6 +130,16 @@ def test_224px_presets_have_timms_architecture(name: str) -> None:
     assert {key: value.shape for key, value in ours.state_dict().items()} == expected
 
 
+class HeadAtTest(pl.Callback):
+    """Saves the classifier layer's weights the test runs with to ``path``."""
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+
+    def on_test_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
+        torch.save(pl_module.net.head.weight.detach().clone(), self.path)
+
+
 def test_runner_trains_with_ema_and_writes_loadable_checkpoints(tmp_path: Path) -> None:
     cfg = vision_config(
         [
@@ -140,6 +151,8 @@ def test_runner_trains_with_ema_and_writes_loadable_checkpoints(tmp_path: Path) 
             "callbacks.progress_bar=null",
             "trainer.max_epochs=2",
             "+callbacks.ema={_target_:lightning.pytorch.callbacks.EMAWeightAveraging,decay:0.9}",
+            "+callbacks.tested._target_=tests.vision.test_train.HeadAtTest",
+            f"+callbacks.tested.path={tmp_path / 'tested_head.pt'}",
         ]
     )
     result = train(cfg)
@@ -151,6 +164,10 @@ def test_runner_trains_with_ema_and_writes_loadable_checkpoints(tmp_path: Path) 
     module = load_module(ImageClassifier, tmp_path / "checkpoints" / "last.ckpt")
     torch.testing.assert_close(module.net.head.weight, averaged["net.head.weight"])
     assert module.hparams.class_names == ["class_0", "class_1", "class_2"]
+    (best,) = (tmp_path / "checkpoints").glob("best-*.ckpt")  # what test/acc is of: the best checkpoint's average
+    tested, saved = torch.load(tmp_path / "tested_head.pt"), load_checkpoint(best)
+    assert torch.equal(tested, saved["state_dict"]["net.head.weight"])
+    assert not torch.equal(tested, saved["current_model_state"]["net.head.weight"])
 
 
 def run_train_cli(tmp_path: Path, *overrides: str) -> Path:

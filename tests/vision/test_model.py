@@ -138,6 +138,17 @@ def test_head_of_another_class_count_is_left_fresh() -> None:
     torch.testing.assert_close(ours.encoder.layers[1].mlp.fc2.weight, reference.blocks[1].mlp.fc2.weight)
 
 
+def test_weights_without_a_head_load_and_leave_the_head_fresh() -> None:
+    """timm's num_classes=0 (self-supervised weights such as MAE's) have no classifier layer."""
+    reference = randomize(timm_cifar(num_classes=0))
+    assert not any(name.startswith("head.") for name in reference.state_dict())
+    ours = VisionTransformer(img_size=32, patch_size=4, num_classes=7, dim=48, depth=2, num_heads=3, pos_embed="learned", stem="patch")
+    head_before = ours.head.weight.clone()
+    assert ours.load_pretrained_state_dict(reference.state_dict()) == ["head.weight", "head.bias"]
+    assert torch.equal(ours.head.weight, head_before)
+    torch.testing.assert_close(ours.encoder.layers[1].mlp.fc2.weight, reference.blocks[1].mlp.fc2.weight)
+
+
 def test_mismatched_architecture_is_refused() -> None:
     shallower = VisionTransformer(img_size=32, patch_size=4, dim=48, depth=1, num_heads=3, pos_embed="learned", stem="patch")
     with pytest.raises(ValueError, match=r"does not fit.*unexpected \['encoder.layers.1.attn.proj.bias'"):

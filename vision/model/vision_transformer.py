@@ -233,20 +233,22 @@ class VisionTransformer(nn.Module):
         """Load the weights of a ViT of this architecture, ours or timm's ``VisionTransformer``
         (its keys renamed, :mod:`vision.model.timm_weights`), resampling ``pos_embed`` (bicubic)
         to this model's grid. The classifier layer keeps its fresh init when ``new_head`` (other
-        classes) or when its class count differs, so an ImageNet checkpoint can be fine-tuned on
-        CIFAR.
+        classes), when its class count differs or when the weights have none (timm's
+        ``num_classes=0``: self-supervised weights such as MAE's), so an ImageNet checkpoint can be
+        fine-tuned on CIFAR.
 
         Returns the names of the parameters that were not loaded (the head, or nothing).
         """
         converted = convert_timm_state_dict(state_dict, self.patch_embed.grid_size, self.num_prefix_tokens)
         own = self.state_dict()
-        skipped = [
-            name
-            for name in ("head.weight", "head.bias")
-            if name in converted and (new_head or name not in own or converted[name].shape != own[name].shape)
+        head = ("head.weight", "head.bias")
+        fresh = [
+            name for name in head
+            if name in own and (name not in converted or new_head or converted[name].shape != own[name].shape)
         ]
+        skipped = [name for name in head if name in fresh or (name in converted and name not in own)]
         for name in skipped:
-            converted.pop(name)
+            converted.pop(name, None)
         missing = sorted(set(own) - set(converted) - set(skipped))
         unexpected = sorted(set(converted) - set(own))
         resized = sorted(name for name in set(own) & set(converted) if own[name].shape != converted[name].shape)

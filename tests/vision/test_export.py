@@ -64,6 +64,27 @@ def test_torch_formats_load_and_match_the_eager_model(
         torch.testing.assert_close(run(images), eager_logits(checkpoint, images))
 
 
+def test_a_checkpoint_with_flip_tta_exports_the_logits_vision_predict_gives(
+    checkpoint: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from core import load_checkpoint
+
+    saved = load_checkpoint(checkpoint)
+    saved["hyper_parameters"]["flip_tta"] = True
+    flipped = tmp_path / "flip.ckpt"
+    torch.save(saved, flipped)
+    out = tmp_path / "vit.pt"
+    export.main([str(flipped), "--format", "torchscript", "--out", str(out), "--device", "cpu"])
+    capsys.readouterr()
+    extra = {"flip_tta.json": ""}
+    run = torch.jit.load(str(out), _extra_files=extra)
+    assert json.loads(extra["flip_tta.json"]) is True
+    images = torch.randn(3, 3, 16, 16)
+    averaged = (eager_logits(checkpoint, images) + eager_logits(checkpoint, images.flip(-1))) / 2
+    torch.testing.assert_close(run(images), averaged)
+    assert not torch.allclose(run(images), eager_logits(checkpoint, images))
+
+
 def test_a_failed_export_leaves_no_file(checkpoint: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     out = tmp_path / "vit.pt2"
     out.write_bytes(b"the previous export")

@@ -1,6 +1,8 @@
 """The writers behind ``python -m vision.export``: the network of a classifier as ONNX,
 TorchScript or a ``torch.export`` archive, with the data config and class names inside, checked
-against the eager logits before the file is moved into place."""
+against the eager logits before the file is moved into place. A checkpoint that evaluates with
+flip test-time augmentation (``flip_tta``) exports the network averaged with its mirror
+(:class:`FlipAveraged`), so the file's logits are those of ``vision.predict``."""
 
 from __future__ import annotations
 
@@ -11,7 +13,7 @@ from pathlib import Path
 
 import numpy as np
 import torch
-from torch import Tensor
+from torch import Tensor, nn
 
 from core.files.atomic import atomic_path
 from vision.inference import data_config
@@ -25,12 +27,25 @@ TOLERANCE = 1e-4  # relative and absolute, on logits
 
 def metadata(classifier: ImageClassifier) -> dict[str, str]:
     """What a user of the exported file needs besides the network, as JSON strings: the
-    checkpoint's evaluation data config (the arguments of :func:`vision.data.transforms.eval_transform`)
-    and the class names in logit order."""
+    checkpoint's evaluation data config (the arguments of :func:`vision.data.transforms.eval_transform`),
+    the class names in logit order, and whether the logits average each image with its mirror."""
     return {
         "data_config": json.dumps(data_config(classifier)),
         "class_names": json.dumps(list(classifier.hparams.class_names)),
+        "flip_tta": json.dumps(bool(classifier.hparams.flip_tta)),
     }
+
+
+class FlipAveraged(nn.Module):
+    """The logits of ``net`` averaged with those of the mirrored images (flipped along the width),
+    as :meth:`vision.module.ImageClassifier.classify` computes them under ``flip_tta``."""
+
+    def __init__(self, net: nn.Module) -> None:
+        super().__init__()
+        self.net = net
+
+    def forward(self, images: Tensor) -> Tensor:
+        return (self.net(images) + self.net(images.flip(-1))) / 2
 
 
 def example_images(net: VisionTransformer, batch: int, device: torch.device | str) -> Tensor:
@@ -39,7 +54,7 @@ def example_images(net: VisionTransformer, batch: int, device: torch.device | st
     return torch.randn(batch, net.patch_embed.in_chans, *net.img_size, generator=generator).to(device)
 
 
-def write_onnx(net: VisionTransformer, example: Tensor, path: Path, extra: dict[str, str]) -> Callable[[Tensor], Tensor] | None:
+def write_onnx(net: nn.Module, example: Tensor, path: Path, extra: dict[str, str]) -> Callable[[Tensor], Tensor] | None:
     """ONNX with a dynamic ``batch`` axis; returns an onnxruntime runner, or None without it."""
     batch = torch.export.Dim("batch", min=1)
     program = torch.onnx.export(
@@ -61,7 +76,7 @@ def write_onnx(net: VisionTransformer, example: Tensor, path: Path, extra: dict[
     return lambda images: torch.from_numpy(np.asarray(session.run(None, {"images": images.cpu().numpy()})[0]))
 
 
-def write_torchscript(net: VisionTransformer, example: Tensor, path: Path, extra: dict[str, str]) -> Callable[[Tensor], Tensor]:
+def write_torchscript(net: nn.Module, example: Tensor, path: Path, extra: dict[str, str]) -> Callable[[Tensor], Tensor]:
     """A traced TorchScript module. The image size is fixed, so the tracer's warnings about shape
     checks that became constants are expected; torch's notice that TorchScript is deprecated (in
     favour of ``exported``) is known to whoever picks this format. Both are silenced."""
@@ -73,7 +88,7 @@ def write_torchscript(net: VisionTransformer, example: Tensor, path: Path, extra
         return torch.jit.load(str(path), map_location=example.device)
 
 
-def write_exported(net: VisionTransformer, example: Tensor, path: Path, extra: dict[str, str]) -> Callable[[Tensor], Tensor]:
+def write_exported(net: nn.Module, example: Tensor, path: Path, extra: dict[str, str]) -> Callable[[Tensor], Tensor]:
     """A ``torch.export`` program with a dynamic batch dimension, saved as a ``.pt2`` archive."""
     batch = torch.export.Dim("batch", min=1)
     program = torch.export.export(net, (example,), dynamic_shapes=({0: batch},))
@@ -86,19 +101,22 @@ WRITERS = {"onnx": write_onnx, "torchscript": write_torchscript, "exported": wri
 
 @torch.no_grad()
 def export(classifier: ImageClassifier, export_format: str, out: Path) -> float | None:
-    """Write ``classifier.net`` to ``out`` in ``export_format`` (atomically) after checking the
-    written file against the eager logits at :data:`CHECK_BATCHES` images; returns the largest
-    absolute difference, or None when the ONNX check could not run (no onnxruntime)."""
+    """Write the logits of ``classifier`` (its network, averaged with the mirror under
+    ``flip_tta``) to ``out`` in ``export_format`` (atomically) after checking the written file
+    against :meth:`~vision.module.ImageClassifier.classify` at :data:`CHECK_BATCHES` images;
+    returns the largest absolute difference, or None when the ONNX check could not run (no
+    onnxruntime)."""
     net = classifier.net.eval()
+    model = FlipAveraged(net).eval() if classifier.hparams.flip_tta else net
     device = classifier.device
     with atomic_path(out) as tmp:
-        run = WRITERS[export_format](net, example_images(net, EXAMPLE_BATCH, device), tmp, metadata(classifier))
+        run = WRITERS[export_format](model, example_images(net, EXAMPLE_BATCH, device), tmp, metadata(classifier))
         if run is None:
             return None
         worst = 0.0
         for batch in CHECK_BATCHES:
             images = example_images(net, batch, device)
-            expected, actual = net(images).cpu(), run(images).cpu()
+            expected, actual = classifier.classify(images).cpu(), run(images).cpu()
             torch.testing.assert_close(actual, expected, rtol=TOLERANCE, atol=TOLERANCE)
             worst = max(worst, float((actual - expected).abs().max()))
     return worst

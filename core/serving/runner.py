@@ -114,7 +114,9 @@ def serve(handler: Any, path: str, route: Route, args: argparse.Namespace, metad
     )
     stop_on_sigterm()
     try:
-        server.run(host=args.host, port=args.port, log_level=args.log_level, generate_client_file=False)
+        server.run(  # one HTTP process for all the workers (LitServe's default starts one per worker)
+            host=args.host, port=args.port, log_level=args.log_level, generate_client_file=False, num_api_servers=1
+        )
     except KeyboardInterrupt:  # stopped before serving began: no request was taken
         for child in multiprocessing.active_children():
             child.terminate()

@@ -115,6 +115,13 @@ def reused_tokenizer(path: str) -> SubwordTokenizer:
         ) from None
 
 
+def cache_error(path: Path, error: BaseException, written: int = 0) -> BaseException:
+    """A failed write of the data cache at ``path`` as one clear :class:`InputError` (a place that
+    cannot be written, a full disk), or ``error`` itself when it is not about the place."""
+    clear = write_error(path, error, written)
+    return error if clear is None else InputError(f"{clear} (the data cache: data.cache_dir)")
+
+
 def build(
     directory: Path,
     splits: dict[str, Callable[[], Iterable[Pair]]],
@@ -126,8 +133,11 @@ def build(
     """Train (or copy) the tokenizer and encode every split into ``directory``, through a
     temporary directory beside it that is renamed into place when complete. ``splits`` maps a
     split name to a function that streams its pairs anew."""
-    directory.parent.mkdir(parents=True, exist_ok=True)
-    staging = Path(tempfile.mkdtemp(prefix=f".{directory.name}-", dir=directory.parent))
+    try:
+        directory.parent.mkdir(parents=True, exist_ok=True)
+        staging = Path(tempfile.mkdtemp(prefix=f".{directory.name}-", dir=directory.parent))
+    except OSError as error:
+        raise cache_error(directory.parent, error) from None
     try:
         if tokenizer_path is not None:
             tokenizer = reused_tokenizer(tokenizer_path)
@@ -144,10 +154,14 @@ def build(
         (staging / "meta.json").write_text(json.dumps(meta, indent=2))
         os.replace(staging, directory)
     except (OSError, RuntimeError) as error:
-        clear = write_error(staging, error, sum(f.stat().st_size for f in staging.iterdir()) if staging.is_dir() else 0)
-        if clear is None:
+        read = getattr(error, "filename", None)
+        if read is not None and staging not in (Path(read), *Path(read).parents):  # a corpus file, not the cache
+            raise InputError(f"cannot read {read}: {error.strerror}; check the data settings' paths and their permissions") from None
+        written = sum(f.stat().st_size for f in staging.iterdir()) if staging.is_dir() else 0
+        problem = cache_error(staging, error, written)
+        if problem is error:
             raise
-        raise InputError(f"{clear} (the data cache: data.cache_dir)") from None
+        raise problem from None
     finally:
         shutil.rmtree(staging, ignore_errors=True)
 
@@ -157,10 +171,17 @@ def prepared(directory: Path, builder: Callable[[Path], None]) -> dict[str, Any]
     one is there; one process at a time (a lock file beside the directory)."""
     meta_path = directory / "meta.json"
     if not meta_path.is_file():
-        directory.parent.mkdir(parents=True, exist_ok=True)
-        with FileLock(str(directory) + ".lock"):
+        lock = FileLock(str(directory) + ".lock")
+        try:
+            directory.parent.mkdir(parents=True, exist_ok=True)
+            lock.acquire()
+        except OSError as error:
+            raise cache_error(directory.parent, error) from None
+        try:
             if not meta_path.is_file():
                 builder(directory)
+        finally:
+            lock.release()
     return json.loads(meta_path.read_text())
 
 

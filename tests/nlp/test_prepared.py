@@ -57,6 +57,18 @@ def test_a_second_run_reads_no_text_and_trains_no_tokenizer(tmp_path: Path, monk
     assert row[row.ne(tokenizer.pad_id)][-1] == tokenizer.eos_id
 
 
+def test_a_cache_that_cannot_be_written_and_a_corpus_that_cannot_be_read_are_one_clear_error(tmp_path: Path) -> None:
+    from core.errors import InputError
+
+    (tmp_path / "a-file").write_text("not a folder")
+    with pytest.raises(InputError, match=r"cannot write .*a-file.*\(the data cache: data.cache_dir\)"):
+        files_data(corpus(tmp_path), tmp_path / "a-file" / "cache").setup("fit")
+    folder = tmp_path / "folder.tsv"
+    folder.mkdir()  # present, as the config check asks, but no file to read
+    with pytest.raises(InputError, match=f"cannot read {folder}: Is a directory; check the data settings' paths"):
+        files_data(folder, tmp_path / "cache").setup("fit")
+
+
 def test_changed_inputs_prepare_anew(tmp_path: Path) -> None:
     path = corpus(tmp_path)
     data = files_data(path, tmp_path / "cache")

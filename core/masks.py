@@ -69,6 +69,11 @@ def merge_masks(
             attn_mask = attn_mask[:, None]  # (B, T, S) -> (B, 1, T, S)
         masks.append(attn_mask)
     if key_padding_mask is not None:
+        if key_padding_mask.dtype != torch.bool:
+            raise TypeError(
+                f"key_padding_mask must be bool (True = padding, a key no query may attend to), got "
+                f"{key_padding_mask.dtype}; a Hugging Face attention_mask (1 = keep) is its negation: attention_mask == 0"
+            )
         if key_padding_mask.shape != (batch_size, key_len):
             raise ValueError(
                 f"key_padding_mask has shape {tuple(key_padding_mask.shape)}, expected "

@@ -38,7 +38,9 @@ class Seq2SeqTransformer(nn.Module):
             post-norm.
         share_embeddings: one embedding matrix for source and target (needs equal vocabularies).
         max_len: longest source or target sequence, in tokens.
-        pad_id: id of ``<pad>``; its embedding is zero and it is masked out of attention.
+        pad_id: id of ``<pad>``; its embedding starts at zero and gets no gradient from lookups
+            (with the output projection tied, the projection's gradient still moves it), and it is
+            masked out of attention.
         bos_id: id of ``<s>``, which starts every target.
         eos_id: id of ``</s>``, which ends every source and target.
     """

@@ -24,3 +24,11 @@ def test_merge_masks_combines_and_opens_fully_blocked_rows() -> None:
     assert mask[0, 0].tolist() == [[False, True, True], [False, False, True], [False, False, True]]
     assert not mask[1].any()  # nothing to attend to: opened so the softmax stays finite
     assert core.merge_masks(2, 3, 3) is None
+
+
+def test_a_padding_mask_that_is_not_bool_is_refused_naming_the_convention() -> None:
+    import pytest
+
+    keep = torch.tensor([[1, 1, 0]])  # a Hugging Face attention_mask: 1 = keep
+    with pytest.raises(TypeError, match=r"key_padding_mask must be bool \(True = padding.*attention_mask == 0"):
+        core.merge_masks(1, 3, 3, key_padding_mask=keep)

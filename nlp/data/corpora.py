@@ -122,7 +122,7 @@ def iter_parallel(prefix: str | Path, src_lang: str, tgt_lang: str) -> Iterator[
         if keep_pair(source, target):
             kept += 1
             yield source.strip(), target.strip()
-    finish(kept, lines - kept, f"{src_path} / {tgt_path}", "both files are empty")
+    finish(kept, lines - kept, f"{src_path} / {tgt_path}", "each line needs text on both sides (the files are empty, or one side's lines are blank)")
 
 
 def iter_corpus(path: str | Path, src_lang: str, tgt_lang: str) -> Iterator[Pair]:

@@ -166,10 +166,14 @@ class TranslationDataModule(BudgetedDataModule):
         files = [Path(f"{path}.{self.src_lang}"), Path(f"{path}.{self.tgt_lang}")]
         return [file_stamp(file) if file.is_file() else [str(file), None] for file in files]
 
+    def cache_directory(self) -> Path:
+        """Where this data's prepared form is kept (complete once it holds ``meta.json``)."""
+        return cache_root(self.cache_dir) / "nlp" / fingerprint(self.fingerprint_inputs())
+
     def prepared_directory(self) -> Path:
         """The cache directory of this data, built by the first process that needs it (the
         tokenizer trained and every split encoded once; :mod:`nlp.data.prepared`)."""
-        directory = cache_root(self.cache_dir) / "nlp" / fingerprint(self.fingerprint_inputs())
+        directory = self.cache_directory()
         splits = {split: (lambda split=split: self.iter_split(split)) for split in self.split_names()}
         self.meta = prepared(
             directory,
@@ -182,8 +186,9 @@ class TranslationDataModule(BudgetedDataModule):
         """Download (Hugging Face corpora), train the tokenizer and encode every split into the data
         cache, unless it is there already: Lightning runs this on one process per machine, and
         the shared runner in each process one at a time, so the work is done once and the others
-        find it done."""
-        if self.corpus == "hf":
+        find it done (a Hugging Face corpus whose prepared form is complete is not loaded: a
+        machine without the Hugging Face cache trains on the shared data cache alone)."""
+        if self.corpus == "hf" and not (self.cache_directory() / "meta.json").is_file():
             load_hf_dataset(self.dataset, self.dataset_config)
         self.prepared_directory()
 

@@ -125,6 +125,9 @@ def test_prepare_data_downloads_and_encodes_once_and_setup_reads_no_text(
     assert again.tokenizer is not None and [again.tokenizer.decode(s) for s in again.examples["test"][0]] == [
         "ein Haus", "a house"
     ]
+    # A machine without the Hugging Face cache prepares nothing from it: the data cache is complete.
+    monkeypatch.setattr(datamodule, "load_hf_dataset", lambda *args: pytest.fail("loaded the Hugging Face dataset"))
+    TranslationDataModule(**options, cache_dir=str(tmp_path / "prepared")).prepare_data()
 
 
 def test_missing_hugging_face_dataset_offline_is_a_clear_error() -> None:

@@ -287,17 +287,20 @@ class MultiHeadAttention(nn.Module):
 def recorded_attention_weights(modules: Iterable[MultiHeadAttention]) -> Iterator[list[Tensor]]:
     """Within the block, every call of the given attention modules also computes its weights
     [B, H, T, S] (the explicit Eq. 1 path of ``need_weights``) and appends them, detached, to the
-    yielded list in call order. Callers still receive the plain output, so a whole model can be
+    yielded list in call order. Callers receive what they asked for (the plain output, or the
+    output and the weights under their own ``need_weights=True``), so a whole model can be
     inspected without changing its code; the hooks are removed on exit."""
     weights: list[Tensor] = []
+    asked: list[bool] = []  # per call in flight: whether the caller asked for the weights itself
 
     def ask_for_weights(module: nn.Module, args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple:
+        asked.append(bool(kwargs.get("need_weights", False)))
         return args, {**kwargs, "need_weights": True}
 
-    def keep_weights(module: nn.Module, args: tuple[Any, ...], kwargs: dict[str, Any], output: tuple) -> Tensor:
+    def keep_weights(module: nn.Module, args: tuple[Any, ...], kwargs: dict[str, Any], output: tuple) -> Any:
         out, attention = output
         weights.append(attention.detach())
-        return out
+        return output if asked.pop() else out
 
     handles = []
     for module in modules:

@@ -122,6 +122,16 @@ def test_recorded_attention_weights_reads_a_whole_stack_without_changing_it() ->
     assert len(weights) == 2  # hooks are gone after the block
 
 
+def test_recorded_attention_weights_give_a_caller_that_asks_for_weights_its_pair() -> None:
+    mha = core.MultiHeadAttention(DIM, HEADS).eval()
+    x = torch.randn(2, 5, DIM)
+    with core.recorded_attention_weights([mha]) as weights:
+        out, own = mha(x, need_weights=True)
+        plain = mha(x)
+    assert out.shape == plain.shape == (2, 5, DIM) and own.shape == (2, HEADS, 5, 5)
+    assert len(weights) == 2 and torch.equal(weights[0], own)
+
+
 def test_cpu_bf16_training_takes_the_math_kernel_up_to_its_key_limit() -> None:
     limit = core.attention.MATH_KERNEL_MAX_KEYS
     query = torch.randn(1, 1, 4, 8, dtype=torch.bfloat16, requires_grad=True)

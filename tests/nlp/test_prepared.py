@@ -57,16 +57,26 @@ def test_a_second_run_reads_no_text_and_trains_no_tokenizer(tmp_path: Path, monk
     assert row[row.ne(tokenizer.pad_id)][-1] == tokenizer.eos_id
 
 
-def test_a_cache_that_cannot_be_written_and_a_corpus_that_cannot_be_read_are_one_clear_error(tmp_path: Path) -> None:
-    from core.errors import InputError
+def test_a_cache_that_cannot_be_written_and_a_corpus_that_cannot_be_read_are_one_clear_error(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, toy_tokenizer  # type: ignore[no-untyped-def]
+) -> None:
+    import errno
 
+    from core.errors import InputError
+    from nlp.data import corpora
+
+    path = corpus(tmp_path)
     (tmp_path / "a-file").write_text("not a folder")
     with pytest.raises(InputError, match=r"cannot write .*a-file.*\(the data cache: data.cache_dir\)"):
-        files_data(corpus(tmp_path), tmp_path / "a-file" / "cache").setup("fit")
-    folder = tmp_path / "folder.tsv"
-    folder.mkdir()  # present, as the config check asks, but no file to read
-    with pytest.raises(InputError, match=f"cannot read {folder}: Is a directory; check the data settings' paths"):
-        files_data(folder, tmp_path / "cache").setup("fit")
+        files_data(path, tmp_path / "a-file" / "cache").setup("fit")
+
+    def unreadable(name: object) -> None:  # what a file without read permission gives (tests may run as root)
+        raise PermissionError(errno.EACCES, "Permission denied", str(name))
+
+    monkeypatch.setattr(corpora, "iter_lines", unreadable)
+    toy_tokenizer.save(tmp_path / "tokenizer.json")  # the corpus is first read to encode it
+    with pytest.raises(InputError, match=f"cannot read {path}: Permission denied; check the data settings' paths"):
+        files_data(path, tmp_path / "cache", tokenizer_path=str(tmp_path / "tokenizer.json")).setup("fit")
 
 
 def test_changed_inputs_prepare_anew(tmp_path: Path) -> None:

@@ -1019,6 +1019,11 @@ the same minutes. What was tried for the translation defaults, and why they are 
 
 {nmt}
 
+The defaults train in bf16 autocast (`trainer.precision=auto` on a CPU that computes bfloat16, as
+every run of the table's did), the loop in float32, as the PyTorch tutorial does. The defaults'
+minutes include their validations (each epoch's loss and greedy-decoded BLEU on the validation
+split); the loop's minutes are all training steps.
+
 The lead as budget, as for the Vision Transformer:
 
 {nmt_multiples}

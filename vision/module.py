@@ -35,6 +35,7 @@ from vision.recipe import (
     Regularization,
     regularization,
 )
+from vision.model.flip import flip_averaged
 from vision.model.timm_weights import read_timm_checkpoint
 
 log = logging.getLogger(__name__)
@@ -184,8 +185,7 @@ class ImageClassifier(FollowsThePlan, LightningModule):
     def classify(self, images: Tensor) -> Tensor:
         """The logits [B, num_classes] evaluation and prediction use: the network's, averaged with
         those of the mirrored images [B, 3, H, W] (flipped along the width) under ``flip_tta``."""
-        logits = self.net(images)
-        return (logits + self.net(images.flip(-1))) / 2 if self.hparams.flip_tta else logits
+        return flip_averaged(self.net, images) if self.hparams.flip_tta else self.net(images)
 
     @classmethod
     def pretrained_data(cls, path: str, output_dir: Path) -> dict[str, Any]:

@@ -2,7 +2,7 @@
 TorchScript or a ``torch.export`` archive, with the data config and class names inside, checked
 against the eager logits before the file is moved into place. A checkpoint that evaluates with
 flip test-time augmentation (``flip_tta``) exports the network averaged with its mirror
-(:class:`FlipAveraged`), so the file's logits are those of ``vision.predict``."""
+(:class:`vision.model.flip.FlipAveraged`), so the file's logits are those of ``vision.predict``."""
 
 from __future__ import annotations
 
@@ -18,6 +18,7 @@ from torch import Tensor, nn
 from core.files.atomic import atomic_path
 from vision.inference import data_config
 from vision.model import VisionTransformer
+from vision.model.flip import FlipAveraged
 from vision.module import ImageClassifier
 
 EXAMPLE_BATCH = 2  # torch.export specializes sizes 0 and 1, so the traced example has 2 images
@@ -34,18 +35,6 @@ def metadata(classifier: ImageClassifier) -> dict[str, str]:
         "class_names": json.dumps(list(classifier.hparams.class_names)),
         "flip_tta": json.dumps(bool(classifier.hparams.flip_tta)),
     }
-
-
-class FlipAveraged(nn.Module):
-    """The logits of ``net`` averaged with those of the mirrored images (flipped along the width),
-    as :meth:`vision.module.ImageClassifier.classify` computes them under ``flip_tta``."""
-
-    def __init__(self, net: nn.Module) -> None:
-        super().__init__()
-        self.net = net
-
-    def forward(self, images: Tensor) -> Tensor:
-        return (self.net(images) + self.net(images.flip(-1))) / 2
 
 
 def example_images(net: VisionTransformer, batch: int, device: torch.device | str) -> Tensor:

@@ -45,9 +45,10 @@ def heatmap(
     ax.figure.colorbar(image, ax=ax, fraction=0.046, pad=0.04, label=colorbar_label)
 
 
-def save_figure(figure: Figure, path: Path) -> Path:
+def save_figure(figure: Figure, path: Path, tight: bool = True) -> Path:
     """Save ``figure`` to ``path`` as a PNG, whole or not at all (:func:`core.files.atomic.atomic_path`,
-    which creates its folder), and return the path."""
+    which creates its folder), cropped to its content unless ``tight`` is False (the figure's own
+    size), and return the path."""
     with atomic_path(path) as tmp:
-        figure.savefig(tmp, dpi=120, bbox_inches="tight", format="png")
+        figure.savefig(tmp, dpi=120, bbox_inches="tight" if tight else None, format="png")
     return path

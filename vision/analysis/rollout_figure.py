@@ -11,7 +11,7 @@ import torch.nn.functional as F
 from matplotlib.figure import Figure
 from torch import Tensor
 
-from core.files.atomic import atomic_path
+from core.figures.heatmap import save_figure
 
 
 def unnormalize(image: Tensor, mean: list[float], std: list[float]) -> Tensor:
@@ -49,5 +49,4 @@ def draw(image: Tensor, rollout: Tensor, layers: list[Tensor], title: str, out: 
         axis.imshow(layer_map.float().cpu().numpy(), cmap="viridis")
         axis.set_title(f"layer {index + 1}")
     figure.suptitle(title)
-    with atomic_path(out) as tmp:  # whole or not at all; its folder created
-        figure.savefig(tmp, dpi=120, format="png")
+    save_figure(figure, out, tight=False)

@@ -53,8 +53,9 @@ def merge_masks(
     """Combine causal, explicit and key-padding masks into one bool [B, 1|H, T, S] mask.
 
     ``attn_mask`` may be [T, S], [B, T, S] or [B, H, T, S]; ``key_padding_mask`` is [B, S].
-    Returns ``None`` when nothing is masked. Rows in which every key is blocked (a sequence that
-    is all padding) are opened up again: their output is meaningless but finite, instead of the
+    Returns ``None`` when nothing is masked. Rows in which every key is blocked (the queries of a
+    sequence that is all padding, or a query whose ``attn_mask`` row blocks every key) are opened
+    to every key again, padding included: their output is meaningless but finite, instead of the
     NaN a softmax over nothing gives.
     """
     masks: list[Tensor] = []

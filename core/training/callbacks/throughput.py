@@ -16,7 +16,9 @@ class TrainThroughput(pl.Callback):
     """Measures items per second over the wall time of training batches, loading included: each
     batch is timed from the end of the one before (or from the start of the epoch, or the end of
     a validation) to its own end, so a loader that cannot keep up lowers the rate as it lowers a
-    plain loop's; validation, checkpoints and the time between epochs are left out.
+    plain loop's; validation and the time between epochs are left out. Checkpoint writes are
+    counted: Lightning runs the checkpoint callbacks after every other callback's hook, so no
+    hook marks their end.
 
     The LightningModule names its unit in ``throughput_unit`` (``"samples"`` or ``"tokens"``)
     and counts a batch with ``count_items(batch)``. The first ``skip_batches`` batches of a fit

@@ -23,7 +23,7 @@ from omegaconf import DictConfig, OmegaConf, open_dict
 
 from core.errors import InputError
 from core.training.plan.precision import resolve_precision
-from core.training.head import EvaluationSplits, Head, HeadData, HeadModule, require_members
+from core.training.head import EvaluationSplits, Head, HeadData, HeadModule, SplitSelection, require_members
 from core.training.runner import build_list, prepare_once, scalar_metrics, write_json_atomically
 from core.training.commands.config_check import validate_config
 
@@ -117,8 +117,9 @@ def evaluate(
     """Evaluate ``module`` (read from ``cfg.ckpt_path``, of the head ``package``) on ``cfg.split``
     and write ``metrics.json``.
 
-    Steps: complete and validate the config (:func:`compose`); seed; instantiate and prepare the
-    datamodule and check that it fits the checkpoint; run the module's test loop over the split
+    Steps: complete and validate the config (:func:`compose`); seed; instantiate the datamodule,
+    tell it the split where it can prepare one alone (:class:`~core.training.head.SplitSelection`),
+    prepare it and check that it fits the checkpoint; run the module's test loop over the split
     with the Trainer of ``cfg.trainer``; write the logged metrics, renamed from ``test/`` to the
     split's prefix, and the reports' entries to ``metrics.json`` in ``cfg.paths.output_dir``.
     """
@@ -131,6 +132,8 @@ def evaluate(
 
     datamodule: pl.LightningDataModule = instantiate(cfg.data, _convert_="all")
     require_members(datamodule, HeadData, f"data._target_={cfg.data._target_}")
+    if isinstance(datamodule, SplitSelection):
+        datamodule.select_split(split)
     prepare_once(datamodule, cfg.data)
     datamodule.setup("test")
     check_data_fits(datamodule, module)

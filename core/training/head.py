@@ -1,6 +1,7 @@
 """The one written contract between the shared machinery and a head (``vision``, ``nlp``, or a
 third one): what the runner and the evaluation app use of the head's LightningDataModule and
-LightningModule (:class:`HeadData`, :class:`HeadModule`, optionally :class:`EvaluationSplits`),
+LightningModule (:class:`HeadData`, :class:`HeadModule`, optionally :class:`EvaluationSplits` and
+:class:`SplitSelection`),
 and what the head declares once for its two commands (:class:`Head`).
 
 A head needs no change in ``core``: it writes a datamodule and a module that have these members,
@@ -63,6 +64,17 @@ class EvaluationSplits(Protocol):
 
     def evaluation_dataloader(self, split: str) -> Any:
         """``split`` (``train``, ``val`` or ``test``) in order, with evaluation preprocessing."""
+
+
+@runtime_checkable
+class SplitSelection(Protocol):
+    """Optional for a :class:`HeadData`: a datamodule that can prepare and load the one split an
+    evaluation reads instead of every split (a translation corpus then encodes its test pairs
+    alone, not the training pairs too)."""
+
+    def select_split(self, split: str) -> None:
+        """Prepare and load only what evaluating ``split`` (``train``, ``val`` or ``test``) needs;
+        the evaluation app calls it before :meth:`HeadData.prepare_data`."""
 
 
 @runtime_checkable

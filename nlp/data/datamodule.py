@@ -115,16 +115,30 @@ class TranslationDataModule(BudgetedDataModule):
         self.cache_dir = cache_dir
         self.meta: dict[str, Any] = {}
         self.examples: dict[str, EncodedSplit] = {}
+        self.selected_split: str | None = None
+
+    def select_split(self, split: str) -> None:
+        """Prepare and load ``split`` alone (:class:`core.training.head.SplitSelection`: evaluation
+        encodes the test pairs, not the training pairs too), or the validation split where
+        ``split`` is a test split the corpus lacks (:meth:`test_dataloader` falls back to it).
+        Without ``tokenizer_path`` every split stays: the tokenizer is trained on the training one."""
+        if self.tokenizer_path is not None:
+            self.selected_split = split
 
     def split_names(self) -> list[str]:
-        """The splits this corpus has: train, val and, where given, test."""
+        """The splits this corpus has: train, val and, where given, test; only the selected one
+        (:meth:`select_split`), or val for a missing test split, once one is selected."""
         if self.corpus == "files":
-            return [split for split, path in self.paths.items() if path is not None]
-        if self.corpus == "hf":
+            names = [split for split, path in self.paths.items() if path is not None]
+        elif self.corpus == "hf":
             if self.splits.get("val") is None:
                 raise InputError(f"dataset {self.dataset!r} needs a validation split: set data.splits.val")
-            return [split for split in ("train", "val", "test") if self.splits.get(split) is not None]
-        return ["train", "val", "test"]
+            names = [split for split in ("train", "val", "test") if self.splits.get(split) is not None]
+        else:
+            names = ["train", "val", "test"]
+        if self.selected_split is None:
+            return names
+        return [self.selected_split] if self.selected_split in names else ["val"]
 
     def iter_split(self, split: str) -> Iterable[Pair]:
         """The sentence pairs of ``split``, streamed from files where the corpus is files."""
@@ -141,14 +155,17 @@ class TranslationDataModule(BudgetedDataModule):
 
     def fingerprint_inputs(self) -> dict[str, Any]:
         """Everything the prepared data depends on (:mod:`nlp.data.prepared`): corpus files by path,
-        size and modification time, a given tokenizer by content, the encoding settings."""
+        size and modification time, a given tokenizer by content, the encoding settings, and the
+        splits where one is selected."""
         inputs: dict[str, Any] = {
             "corpus": self.corpus, "src_lang": self.src_lang, "tgt_lang": self.tgt_lang, "max_len": self.max_len,
             "vocab_size": self.vocab_size, "min_frequency": self.min_frequency,
             "tokenizer": None if self.tokenizer_path is None else content_hash(Path(self.tokenizer_path)),
         }
+        if self.selected_split is not None:
+            inputs["splits"] = self.split_names()
         if self.corpus == "files":
-            inputs["files"] = {split: self.corpus_files(path) for split, path in self.paths.items() if path}
+            inputs["files"] = {split: self.corpus_files(self.paths[split]) for split in self.split_names()}
         elif self.corpus == "gettext":
             lang = self.tgt_lang if self.src_lang == "en" else self.src_lang
             catalogs = sorted((Path(self.locale_dir) / lang / "LC_MESSAGES").glob("*.mo"))
@@ -183,10 +200,10 @@ class TranslationDataModule(BudgetedDataModule):
         return directory
 
     def prepare_data(self) -> None:
-        """Download (Hugging Face corpora), train the tokenizer and encode every split into the data
-        cache, unless it is there already: Lightning runs this on one process per machine, and
-        the shared runner in each process one at a time, so the work is done once and the others
-        find it done (a Hugging Face corpus whose prepared form is complete is not loaded: a
+        """Download (Hugging Face corpora), train the tokenizer and encode every split (or the
+        selected one, :meth:`select_split`) into the data cache, unless it is there already:
+        Lightning runs this on one process per machine, and the shared runner in each process one
+        at a time, so the work is done once and the others find it done (a Hugging Face corpus whose prepared form is complete is not loaded: a
         machine without the Hugging Face cache trains on the shared data cache alone)."""
         if self.corpus == "hf" and not (self.cache_directory() / "meta.json").is_file():
             load_hf_dataset(self.dataset, self.dataset_config)

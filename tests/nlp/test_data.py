@@ -189,6 +189,24 @@ def test_evaluation_scores_each_training_pair_once(tmp_path: Path) -> None:
     assert list(data.evaluation_dataloader("val"))[0]["source"].shape[0] == 2
 
 
+def test_a_selected_split_is_prepared_alone(tmp_path: Path) -> None:
+    """Evaluation's split selection: with a tokenizer given, only the selected split is encoded
+    (the validation split for a test split the corpus lacks); without one every split stays, as
+    the tokenizer is trained on the training split."""
+    trained = files_datamodule(tmp_path, cache_dir=str(tmp_path / "cache"))
+    trained.select_split("test")
+    trained.setup("test")
+    assert set(trained.examples) == {"train", "val"}
+    tokenizer = tmp_path / "tokenizer.json"
+    trained.tokenizer.save(tokenizer)
+    for split, encoded in [("test", "val"), ("val", "val"), ("train", "train")]:
+        data = files_datamodule(tmp_path, cache_dir=str(tmp_path / "cache"), tokenizer_path=str(tokenizer))
+        data.select_split(split)
+        data.setup("test")
+        assert list(data.examples) == [encoded]
+        assert data.meta["splits"][encoded]["pairs"] == len(TOY_PAIRS[: 2 if encoded == "val" else 3])
+
+
 def test_datamodule_frames_sentences_and_exports_its_tokenizer(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
     data = files_datamodule(tmp_path)
     data.setup("fit")

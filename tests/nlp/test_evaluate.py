@@ -69,6 +69,19 @@ def test_scores_are_sacrebleus_on_the_modules_translations(beam: int, checkpoint
     assert metrics["test/rep4"] == pytest.approx(repetition_rate(hypotheses, 4))
 
 
+def test_only_the_evaluated_split_is_read_and_encoded(checkpoint: Path, tmp_path: Path) -> None:
+    """Scoring the test split neither reads nor encodes the training pairs: a training file
+    without a single pair does not stop it, and the prepared data holds the test split alone."""
+    path, train, cache = tmp_path / "test.tsv", tmp_path / "train.tsv", tmp_path / "cache"
+    write_corpus(path, checkpoint, beam=1)
+    train.write_text("a line without a tab\n")
+    files = ["data=files", f"data.train={train}", f"data.val={path}", f"data.test={path}", f"data.cache_dir={cache}"]
+    metrics = evaluate_checkpoint(eval_config(tmp_path / "run", f"ckpt_path={checkpoint}", *files), HEAD)
+    assert 0 < metrics["test/bleu"] < 100
+    (meta,) = cache.glob("nlp/*/meta.json")
+    assert list(json.loads(meta.read_text())["splits"]) == ["test"]
+
+
 def test_no_repeat_option_overrides_the_checkpoint(checkpoint: Path, tmp_path: Path) -> None:
     plain = evaluate_checkpoint(eval_config(tmp_path / "a", f"ckpt_path={checkpoint}", "data=toy"), HEAD)
     assert plain["test/rep4"] > 0  # the untrained model babbles

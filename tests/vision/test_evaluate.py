@@ -5,6 +5,7 @@ and bad input ending in one ``error:`` line."""
 from __future__ import annotations
 
 import json
+import shutil
 import sys
 from pathlib import Path
 
@@ -108,6 +109,24 @@ def test_without_data_the_training_runs_data_is_used_and_val_is_a_split(
         run_config.unlink()
     assert {"val/acc", "val/acc5", "val/loss", "val/class_acc/cat"} <= metrics.keys()
     assert not any(key.startswith("test/") for key in metrics)
+
+
+def test_only_the_evaluated_folder_is_read(checkpoint: Path, folder: Path, tmp_path: Path) -> None:
+    """Scoring ``test/`` checks and reads that folder alone: unreadable training images, which
+    stop an evaluation of the training split, leave the test scores as they are."""
+    damaged = tmp_path / "images"
+    shutil.copytree(folder, damaged)
+    for name in ("cat", "dog"):
+        (damaged / "train" / name / "0.png").write_bytes(b"not an image")
+    clean = evaluate_checkpoint(
+        eval_config(tmp_path / "clean", f"ckpt_path={checkpoint}", *(override.format(folder=folder) for override in FOLDER)),
+        HEAD,
+    )
+    overrides = [f"ckpt_path={checkpoint}", *(override.format(folder=damaged) for override in FOLDER)]
+    scored = evaluate_checkpoint(eval_config(tmp_path / "test", *overrides), HEAD)
+    assert scored["test/acc"] == clean["test/acc"] and scored["test/loss"] == pytest.approx(clean["test/loss"])
+    with pytest.raises(InputError, match="cannot be read"):
+        evaluate_checkpoint(eval_config(tmp_path / "train", *overrides, "split=train"), HEAD)
 
 
 def test_train_split_is_scored_without_augmentation(checkpoint: Path, folder: Path, tmp_path: Path) -> None:

@@ -324,7 +324,8 @@ class ImageFolderDataModule(ImageDataModule):
             or ``~/.cache/transformer-toolkit``.
         in_memory: hold the images decoded at the model's size in memory
             (:mod:`vision.data.in_memory`), read once at setup instead of every epoch. ``auto``:
-            with the pad crop, when all splits take at most
+            with the pad crop, when all splits (in an evaluation, the evaluated one:
+            :meth:`select_split`) take at most
             :data:`vision.data.in_memory.IN_MEMORY_MAX_BYTES`; ``true``: always (pad crop only);
             ``false``: read the files every epoch.
         **kwargs: :class:`ImageDataModule` arguments; ``root`` is the folder holding ``train/``.
@@ -346,6 +347,14 @@ class ImageFolderDataModule(ImageDataModule):
         self.max_unreadable = max_unreadable
         self.cache_dir = cache_dir
         self.in_memory = in_memory
+        self.selected_split: str | None = None
+
+    def select_split(self, split: str) -> None:
+        """Check and hold in memory the evaluated folder alone (:class:`core.training.head.SplitSelection`):
+        ``test/``, or ``val/`` for ``val`` and for a ``test`` without ``test/``; ``train/`` is then
+        only listed, for its classes. Evaluating ``train``, or a validation split held out of
+        ``train/``, loads every split as training does."""
+        self.selected_split = split
 
     def load_splits(self) -> ImageSplits:
         """``train/``, and ``val/`` and ``test/`` where present, labelled by the training classes."""
@@ -354,6 +363,9 @@ class ImageFolderDataModule(ImageDataModule):
         train = FixedClassImageFolder(root / "train", classes, self.train_tf)
         val = split_folder(root, "val", classes, self.eval_tf)
         test = split_folder(root, "test", classes, self.eval_tf)
+        evaluated = self.evaluated_alone(val, test)
+        if evaluated is not None:
+            return self.alone_split(train, val, test, evaluated, classes)
         if self.check_images:
             present = [dataset for dataset in (train, val, test) if dataset is not None]
             skip_unreadable(present, root, self.max_unreadable, check_cache_file(root, self.cache_dir))
@@ -370,6 +382,40 @@ class ImageFolderDataModule(ImageDataModule):
             train_plain=train.with_transform(self.eval_tf),
             val=val,
             test=test,
+            class_names=classes,
+        )
+
+    def evaluated_alone(
+        self, val: FixedClassImageFolder | None, test: FixedClassImageFolder | None
+    ) -> FixedClassImageFolder | None:
+        """The folder an evaluation of the selected split reads, where it is a folder of its own
+        (:meth:`select_split`); None where every split is loaded."""
+        if self.selected_split == "test":
+            return test if test is not None else val
+        return val if self.selected_split == "val" else None
+
+    def alone_split(
+        self,
+        train: FixedClassImageFolder,
+        val: FixedClassImageFolder | None,
+        test: FixedClassImageFolder | None,
+        evaluated: FixedClassImageFolder,
+        classes: list[str],
+    ) -> ImageSplits:
+        """The splits of an evaluation that reads ``evaluated`` alone (:meth:`evaluated_alone`): it
+        is checked and, where it fits (:meth:`holds_in_memory`), held in memory; the other
+        folders stay unread files."""
+        root = Path(self.root)
+        if self.check_images:
+            skip_unreadable([evaluated], root, self.max_unreadable, check_cache_file(root, self.cache_dir))
+        scored: Dataset = evaluated
+        if self.holds_in_memory(len(evaluated)):
+            scored = held_split(evaluated, eval_geometry(self.img_size, self.interpolation, self.EVAL_CROP_PCT), self.eval_tf)
+        return ImageSplits(
+            train=train,
+            train_plain=train.with_transform(self.eval_tf),
+            val=scored if evaluated is val else val,
+            test=scored if evaluated is test else test,
             class_names=classes,
         )
 

@@ -1,8 +1,8 @@
 """Readers of parallel corpora: TSV files, plain parallel files and Hugging Face datasets.
 
 Each returns a list of ``(source, target)`` sentence pairs. Unusable lines (empty on a side,
-wrong number of fields) are skipped and counted in one warning per file, so a few bad lines in a
-large corpus do not stop a run, while a file that yields nothing is an error.
+wrong number of fields) are skipped and counted in one warning per file (given once per process,
+however often the file is streamed), so a few bad lines in a large corpus do not stop a run, while a file that yields nothing is an error.
 
 Text input rule (the same for ``nlp.translate``'s standard input): files are read as bytes and
 split at ``\n`` only, like Moses and fairseq do; each line is decoded as UTF-8, a byte sequence
@@ -23,6 +23,18 @@ from core.errors import InputError
 Pair = tuple[str, str]
 
 log = logging.getLogger(__name__)
+
+# The corpus warnings this process has given: a training split is streamed twice when the
+# tokenizer is trained on it (once for the tokenizer, once to encode it), and warns once.
+GIVEN_WARNINGS: set[str] = set()
+
+
+def warn_once(message: str, *args: Any) -> None:
+    """Log ``message % args`` as a warning unless this process has given it already."""
+    text = message % args
+    if text not in GIVEN_WARNINGS:
+        GIVEN_WARNINGS.add(text)
+        log.warning(text)
 
 
 def keep_pair(source: str, target: str) -> bool:
@@ -55,7 +67,7 @@ class Utf8Lines:
 def warn_replaced(path: Path, replaced: int) -> None:
     """One warning for the lines of ``path`` that held bytes that are not UTF-8."""
     if replaced:
-        log.warning(
+        warn_once(
             "%s: %d line(s) held bytes that are not UTF-8; each invalid sequence was replaced by U+FFFD "
             "(convert the file to UTF-8, e.g. with iconv, to keep those characters)",
             path,
@@ -80,7 +92,7 @@ def read_lines(path: Path) -> list[str]:
 def finish(kept: int, skipped: int, name: str, fix: str) -> None:
     """Warn about skipped lines and refuse a corpus without any pair."""
     if skipped:
-        log.warning("%s: skipped %d empty or malformed line(s), kept %d pair(s)", name, skipped, kept)
+        warn_once("%s: skipped %d empty or malformed line(s), kept %d pair(s)", name, skipped, kept)
     if not kept:
         raise InputError(f"{name} contains no sentence pairs; {fix}")
 

@@ -33,6 +33,18 @@ def test_tsv_skips_and_counts_malformed_lines(tmp_path: Path, caplog: pytest.Log
     assert f"{path}: skipped 4 empty or malformed line(s), kept 2 pair(s)" in caplog.text
 
 
+def test_a_training_files_bad_lines_are_warned_once(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    """The training split is streamed twice when the tokenizer is trained on it (once to train it,
+    once to encode it); its skipped lines and non-UTF-8 bytes are each reported once."""
+    data = files_datamodule(tmp_path, cache_dir=str(tmp_path / "cache"))
+    with (tmp_path / "train.tsv").open("ab") as train:
+        train.write(b"no tab here\nzwei \xff Hunde\ttwo dogs\n")
+    with caplog.at_level(logging.WARNING):
+        data.setup("fit")
+    assert caplog.text.count("skipped 1 empty or malformed line(s)") == 1
+    assert caplog.text.count("held bytes that are not UTF-8") == 1
+
+
 def test_file_without_pairs_is_an_error_naming_it(tmp_path: Path) -> None:
     path = write_lines(tmp_path / "empty.tsv", ["", "no tab here"])
     with pytest.raises(ValueError, match=f"{path} contains no sentence pairs"):

@@ -2,7 +2,8 @@
 
 Each returns a list of ``(source, target)`` sentence pairs. Unusable lines (empty on a side,
 wrong number of fields) are skipped and counted in one warning per file (given once per process,
-however often the file is streamed), so a few bad lines in a large corpus do not stop a run, while a file that yields nothing is an error.
+however often the file is streamed), so a few bad lines in a large corpus do not stop a run,
+while a file that yields nothing is an error.
 
 Text input rule (the same for ``nlp.translate``'s standard input): files are read as bytes and
 split at ``\n`` only, like Moses and fairseq do; each line is decoded as UTF-8, a byte sequence

@@ -203,8 +203,9 @@ class TranslationDataModule(BudgetedDataModule):
         """Download (Hugging Face corpora), train the tokenizer and encode every split (or the
         selected one, :meth:`select_split`) into the data cache, unless it is there already:
         Lightning runs this on one process per machine, and the shared runner in each process one
-        at a time, so the work is done once and the others find it done (a Hugging Face corpus whose prepared form is complete is not loaded: a
-        machine without the Hugging Face cache trains on the shared data cache alone)."""
+        at a time, so the work is done once and the others find it done (a Hugging Face corpus
+        whose prepared form is complete is not loaded: a machine without the Hugging Face cache
+        trains on the shared data cache alone)."""
         if self.corpus == "hf" and not (self.cache_directory() / "meta.json").is_file():
             load_hf_dataset(self.dataset, self.dataset_config)
         self.prepared_directory()

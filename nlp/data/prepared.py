@@ -15,9 +15,10 @@ languages, vocabulary settings, ``max_len``, a given tokenizer by content), unde
 The first process to need a directory builds it under a file lock kept beside it (on shared
 storage that also serializes the nodes), streaming the corpus in chunks, so neither the text nor
 the ids are ever held whole; it writes to a temporary directory renamed into place when
-complete. Every other process, and every later run, waits for the lock and then only maps the
-files: ``np.memmap`` pages are shared by the processes of a machine, and a pickled split (a
-DataLoader worker, a spawned rank) carries its path only.
+complete (and removes any such directory that a build killed midway left). Every other process,
+and every later run, waits for the lock and then only maps the files: ``np.memmap`` pages are
+shared by the processes of a machine, and a pickled split (a DataLoader worker, a spawned rank)
+carries its path only.
 """
 
 from __future__ import annotations
@@ -48,6 +49,7 @@ log = logging.getLogger(__name__)
 
 FORMAT_VERSION = 2  # 2: a special token's string in a text is encoded as its characters
 CHUNK_PAIRS = 20_000  # pairs encoded at a time while preparing
+STAGING = ".staging-"  # a directory is built in ".<name>.staging-<random>" beside it
 
 Example = tuple[np.ndarray, np.ndarray]
 
@@ -122,6 +124,15 @@ def cache_error(path: Path, error: BaseException, written: int = 0) -> BaseExcep
     return error if clear is None else InputError(f"{clear} (the data cache: data.cache_dir)")
 
 
+def remove_leftovers(directory: Path) -> None:
+    """Remove the temporary directories of ``directory`` that builds killed midway (``kill -9``, a
+    lost node) left beside it. :func:`build` runs under the directory's lock, so none of them is
+    being written."""
+    for leftover in directory.parent.glob(f".{directory.name}{STAGING}*"):
+        log.info("removing %s, left by a preparation that was killed", leftover)
+        shutil.rmtree(leftover, ignore_errors=True)
+
+
 def build(
     directory: Path,
     splits: dict[str, Callable[[], Iterable[Pair]]],
@@ -135,7 +146,8 @@ def build(
     split name to a function that streams its pairs anew."""
     try:
         directory.parent.mkdir(parents=True, exist_ok=True)
-        staging = Path(tempfile.mkdtemp(prefix=f".{directory.name}-", dir=directory.parent))
+        remove_leftovers(directory)
+        staging = Path(tempfile.mkdtemp(prefix=f".{directory.name}{STAGING}", dir=directory.parent))
     except OSError as error:
         raise cache_error(directory.parent, error) from None
     try:

@@ -94,6 +94,34 @@ def test_changed_inputs_prepare_anew(tmp_path: Path) -> None:
     assert not list((tmp_path / "cache" / "nlp").glob(".*"))  # no staging directory left behind
 
 
+def test_a_preparation_killed_midway_leaves_nothing_behind_the_next_one(tmp_path: Path) -> None:
+    """``kill -9`` in the middle of the encoding leaves the build's temporary directory; the next
+    preparation of the same data removes it."""
+    path, cache = corpus(tmp_path), tmp_path / "cache"
+    script = (
+        "import sys, time\n"
+        "from pathlib import Path\n"
+        "from nlp.data import prepared\n"
+        "from tests.nlp.test_prepared import files_data\n"
+        "def hang(*args, **kwargs):\n"
+        "    print('encoding', flush=True)\n"
+        "    time.sleep(600)\n"
+        "prepared.write_split = hang\n"
+        f"files_data(Path({str(path)!r}), Path({str(cache)!r})).setup('fit')\n"
+    )
+    process = subprocess.Popen([sys.executable, "-c", script], cwd=ROOT, env=SUBPROCESS_ENV, stdout=subprocess.PIPE, text=True)
+    try:
+        assert process.stdout is not None and process.stdout.readline() == "encoding\n"
+    finally:
+        process.kill()
+        process.wait()
+    assert len(list((cache / "nlp").glob(".*"))) == 1  # the killed build's temporary directory
+    data = files_data(path, cache)
+    data.setup("fit")
+    assert len(data.examples["train"]) == 60
+    assert not list((cache / "nlp").glob(".*"))
+
+
 def test_splits_are_uint16_memory_maps_that_pickle_as_a_path(tmp_path: Path) -> None:
     data = files_data(corpus(tmp_path), tmp_path / "cache")
     data.setup("fit")

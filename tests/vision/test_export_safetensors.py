@@ -125,6 +125,24 @@ def test_timm_builds_the_directory_with_the_same_logits_and_preprocessing(
     assert net.pretrained_cfg["label_names"] == CLASSES
 
 
+def test_a_non_square_network_reads_back_with_its_own_position_table(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A learned table of a 4x8 patch grid is no square: the loaders take it as it is, where
+    resampling it from a square grid would fail; timm builds the same network from the directory."""
+    torch.manual_seed(0)
+    model = tiny_model_kwargs(img_size=[16, 32], stem="patch", pos_embed="learned")
+    classifier = ImageClassifier(model=model, num_classes=3, class_names=CLASSES)
+    checkpoint = tmp_path / "wide.ckpt"
+    torch.save({"hyper_parameters": dict(classifier.hparams), "state_dict": classifier.state_dict()}, checkpoint)
+    out = exported(checkpoint, tmp_path / "shared", capsys)
+    images = torch.randn(2, 3, 16, 32)
+    torch.testing.assert_close(logits(out, images), logits(checkpoint, images))
+    net = timm.create_model(f"local-dir:{out}", pretrained=True).eval()
+    with torch.no_grad():
+        torch.testing.assert_close(net(images), logits(checkpoint, images))
+
+
 def test_predict_takes_the_directory_for_a_checkpoint(
     checkpoint: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -38,17 +38,19 @@ def timm_key(key: str) -> str:
 
 
 def resample_pos_embed(pos_embed: Tensor, grid: tuple[int, int], num_prefix_tokens: int) -> Tensor:
-    """Bicubic resampling of a square learned table [1, prefix + n*n, D] to ``grid``, so a 224px
+    """A learned table [1, prefix + positions, D] fitted to ``grid``: kept as it is when it holds
+    one position per cell of ``grid`` (as timm's ``checkpoint_filter_fn`` decides, so a non-square
+    model's own table reads back), else resampled bicubically from a square grid, so a 224px
     checkpoint serves 32px or 384px inputs; the class token's row is kept as is."""
     patches = pos_embed.shape[1] - num_prefix_tokens
+    if patches == grid[0] * grid[1]:
+        return pos_embed
     side = math.isqrt(patches)
     if side * side != patches:
         raise ValueError(
-            f"pos_embed has {patches} patch positions, not a square grid; pass a checkpoint of a "
-            "square-image model"
+            f"pos_embed has {patches} patch positions, neither the {grid[0]}x{grid[1]} grid nor a square "
+            "one; pass a checkpoint of a square-image model or of this image size"
         )
-    if (side, side) == tuple(grid):
-        return pos_embed
     return resample_abs_pos_embed(pos_embed, list(grid), [side, side], num_prefix_tokens)
 
 

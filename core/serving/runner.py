@@ -25,6 +25,7 @@ HOSTS = ("127.0.0.1", "0.0.0.0", "::")  # the addresses LitServe binds
 LOG_LEVELS = ("critical", "error", "warning", "info", "debug")
 MAX_BODY_BYTES = 16 * 2**20
 MAX_BATCH_TIMEOUT = 10.0  # seconds; below LitServe's request timeout (30 s), which counts the wait
+MIN_BATCH_TIMEOUT = 0.001  # seconds; at 0 LitServe's batching loop polls its queue without waiting, a core busy while idle
 
 
 def port(text: str) -> int:
@@ -39,13 +40,16 @@ def port(text: str) -> int:
 
 
 def batch_timeout(text: str) -> float:
-    """Seconds a batch waits to fill, from 0 to :data:`MAX_BATCH_TIMEOUT`."""
+    """Seconds a batch waits to fill, from :data:`MIN_BATCH_TIMEOUT` to :data:`MAX_BATCH_TIMEOUT`."""
     try:
         value = float(text)
     except ValueError:
         raise argparse.ArgumentTypeError(f"expected a number of seconds, got {text!r}") from None
-    if not 0 <= value <= MAX_BATCH_TIMEOUT:
-        raise argparse.ArgumentTypeError(f"expected seconds from 0 to {MAX_BATCH_TIMEOUT:g}, got {value}")
+    if not MIN_BATCH_TIMEOUT <= value <= MAX_BATCH_TIMEOUT:
+        raise argparse.ArgumentTypeError(
+            f"expected seconds from {MIN_BATCH_TIMEOUT:g} to {MAX_BATCH_TIMEOUT:g}, got {value:g} "
+            "(below 1 ms the batching loop keeps a core busy while the server is idle)"
+        )
     return value
 
 
@@ -60,7 +64,7 @@ def add_server_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--max-batch-size", type=positive_int, default=16,
                         help="most requests the model takes together (default 16)")
     parser.add_argument("--batch-timeout", type=batch_timeout, default=0.01,
-                        help=f"seconds a batch waits for more requests, 0 to {MAX_BATCH_TIMEOUT:g} (default 0.01)")
+                        help=f"seconds a batch waits for more requests, {MIN_BATCH_TIMEOUT:g} to {MAX_BATCH_TIMEOUT:g} (default 0.01)")
     parser.add_argument("--max-body-bytes", type=positive_int, default=MAX_BODY_BYTES,
                         help=f"largest request body taken; larger ones get 413 (default {MAX_BODY_BYTES:,})")
     parser.add_argument("--log-level", choices=LOG_LEVELS, default="info", help="server log level (default info)")

@@ -37,7 +37,8 @@ def test_help_comes_before_the_heavy_imports(command: str) -> None:
 
 BAD_OPTIONS = {
     "port 80": (["--port", "80"], "--port: expected a port from 1024 to 65535"),
-    "batch timeout 60": (["--batch-timeout", "60"], "--batch-timeout: expected seconds from 0 to 10"),
+    "batch timeout 60": (["--batch-timeout", "60"], "--batch-timeout: expected seconds from 0.001 to 10"),
+    "batch timeout 0, a busy loop": (["--batch-timeout", "0"], "--batch-timeout: expected seconds from 0.001 to 10, got 0"),
     "a host that is no address to bind": (["--host", "example.org"], "--host: invalid choice"),
     "no workers": (["--workers", "0"], "--workers: expected a whole number of at least 1"),
 }

@@ -19,9 +19,10 @@ Figure names (``kind:argument:...``):
   changes, a list.
 - ``gain:OVERRIDE``: the least and the most the defaults gain over that lever, ``LOW to HIGH``;
   ``gains:OVERRIDE``: each gain on one line, for a table's cell (``gains:OVERRIDE:nlp`` or
-  ``:vision``: one head's, where both measured the override).
+  ``:vision``: one head's, where both measured the override; ``gains:OVERRIDE:HEAD:today`` or
+  ``:earlier``: against today's defaults alone, or the earlier ones alone, where it ran against both).
 - ``speedups:OVERRIDE``: the defaults' training images/s (tokens/s) over that lever's, per data set
-  and budget measured on one machine.
+  and budget measured on one machine (``speedups:OVERRIDE:today`` or ``:earlier`` as for gains).
 - ``commands``: how fast each command answers (``benchmarks.commands``), a table.
 - ``scale:PAIRS:RUN:seconds`` / ``scale:PAIRS:RUN:peak``: the translation data cache
   (``benchmarks.scale``), the first process's wall seconds or peak memory.
@@ -118,10 +119,11 @@ def translation_table(results: Results) -> str:
     return quality_report.defaults_table(quality.nmt, NMT_DEFAULTS, NMT_LOOP, what="corpus")
 
 
-def lever_effects(results: Results, lever: str, head: str = "") -> list[quality_report.Effect]:
+def lever_effects(results: Results, lever: str, head: str = "", against: str = "") -> list[quality_report.Effect]:
     """The lever's effects in the vision or the translation results (``head``: ``vision`` or
     ``nlp``, which a marker must name where both heads measured the override): against today's
-    defaults where it was measured against them, else against the earlier defaults it changed."""
+    defaults where it was measured against them, else against the earlier defaults it changed;
+    ``against``: ``today`` or ``earlier`` for those alone."""
     quality = results.quality
     vision = quality.vision_effects.get(lever) if head in ("", "vision") else None
     translation = quality.nmt_effects.get(lever) if head in ("", "nlp") else None
@@ -131,7 +133,11 @@ def lever_effects(results: Results, lever: str, head: str = "") -> list[quality_
     if not found:
         raise LookupError(f"the quality results measure no lever {lever!r}")
     today = [effect for effect in found if effect.against in (DEFAULTS, NMT_DEFAULTS)]
-    return today or found
+    if against not in ("", "today", "earlier"):
+        raise LookupError(f"against must be today or earlier, got {against!r}")
+    if against == "earlier":
+        return [effect for effect in found if effect not in today]
+    return today if against == "today" else today or found
 
 
 def lever(results: Results, override: str) -> str:
@@ -143,14 +149,14 @@ def gain(results: Results, override: str) -> str:
     return f"{gains[0]:.1f} to {gains[-1]:.1f}"
 
 
-def gains(results: Results, override: str, head: str = "") -> str:
-    return "; ".join(effect.words(gain=True) for effect in lever_effects(results, override, head))
+def gains(results: Results, override: str, head: str = "", against: str = "") -> str:
+    return "; ".join(effect.words(gain=True) for effect in lever_effects(results, override, head, against))
 
 
-def speedups(results: Results, override: str) -> str:
+def speedups(results: Results, override: str, against: str = "") -> str:
     """The defaults' training speed over the lever's, per data set and budget, where both ran on one
     machine."""
-    found = [(effect, quality_report.ratio(effect.base, effect.lever)) for effect in lever_effects(results, override)]
+    found = [(effect, quality_report.ratio(effect.base, effect.lever)) for effect in lever_effects(results, override, against=against)]
     return "; ".join(f"{effect.data}, {quality_report.budget_words(effect.budget)}: {ratio}" for effect, ratio in found if ratio)
 
 

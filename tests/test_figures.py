@@ -323,3 +323,21 @@ def test_a_lever_both_heads_measured_is_quoted_for_the_head_named() -> None:
     assert "epochs" in vision and "minutes" not in vision
     with pytest.raises(LookupError, match="both heads measure the lever 'module.label_smoothing=0'; name one"):
         report_figures.figure(results, "gains:module.label_smoothing=0")  # a marker quotes one head's figures
+
+
+def test_a_lever_measured_against_both_defaults_is_quoted_against_the_ones_named() -> None:
+    """The wider translation model ran against the earlier defaults (8 and 30 minutes) and against
+    today's (2 hours): without a name only today's pairs are quoted, ``:earlier`` and ``:today``
+    select each set, and together they are every pair."""
+    results = report_figures.Results(RESULTS)
+    lever = "model.dim=256 + model.ffn_dim=1024"
+    effects = report_figures.lever_effects(results, lever)
+    earlier = report_figures.lever_effects(results, lever, against="earlier")
+    today = report_figures.lever_effects(results, lever, against="today")
+    assert effects == today and today and earlier
+    assert {effect.against for effect in today}.isdisjoint(effect.against for effect in earlier)
+    assert len(earlier) + len(today) == len(report_figures.Results(RESULTS).quality.nmt_effects[lever])
+    assert "120 minutes" in report_figures.figure(results, f"gains:{lever}::today")
+    assert "120 minutes" not in report_figures.figure(results, f"gains:{lever}::earlier")
+    with pytest.raises(LookupError, match="against must be today or earlier, got 'latest'"):
+        report_figures.figure(results, f"gains:{lever}::latest")

@@ -156,7 +156,8 @@ def gains(results: Results, override: str, head: str = "", against: str = "") ->
 def speedups(results: Results, override: str, against: str = "") -> str:
     """The defaults' training speed over the lever's, per data set and budget, where both ran on one
     machine."""
-    found = [(effect, quality_report.ratio(effect.base, effect.lever)) for effect in lever_effects(results, override, against=against)]
+    effects = lever_effects(results, override, against=against)
+    found = [(effect, quality_report.ratio(effect.base, effect.lever)) for effect in effects]
     return "; ".join(f"{effect.data}, {quality_report.budget_words(effect.budget)}: {ratio}" for effect, ratio in found if ratio)
 
 

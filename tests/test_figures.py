@@ -336,7 +336,7 @@ def test_a_lever_measured_against_both_defaults_is_quoted_against_the_ones_named
     today = report_figures.lever_effects(results, lever, against="today")
     assert effects == today and today and earlier
     assert {effect.against for effect in today}.isdisjoint(effect.against for effect in earlier)
-    assert len(earlier) + len(today) == len(report_figures.Results(RESULTS).quality.nmt_effects[lever])
+    assert len(earlier) + len(today) == len(results.quality.nmt_effects[lever])
     assert "120 minutes" in report_figures.figure(results, f"gains:{lever}::today")
     assert "120 minutes" not in report_figures.figure(results, f"gains:{lever}::earlier")
     with pytest.raises(LookupError, match="against must be today or earlier, got 'latest'"):

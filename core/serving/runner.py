@@ -48,7 +48,7 @@ def batch_timeout(text: str) -> float:
     if not MIN_BATCH_TIMEOUT <= value <= MAX_BATCH_TIMEOUT:
         raise argparse.ArgumentTypeError(
             f"expected seconds from {MIN_BATCH_TIMEOUT:g} to {MAX_BATCH_TIMEOUT:g}, got {value:g} "
-            "(below 1 ms the batching loop keeps a core busy while the server is idle)"
+            f"(below {MIN_BATCH_TIMEOUT * 1000:g} ms the batching loop keeps a core busy while the server is idle)"
         )
     return value
 

@@ -29,9 +29,10 @@ def logits(path: Path, images: torch.Tensor) -> torch.Tensor:
 
 
 def write_checkpoint(path: Path, **model: object) -> Path:
-    """An untrained tiny classifier of :data:`CLASSES` with the model settings ``model``."""
+    """An untrained tiny classifier of :data:`CLASSES` with the model settings ``model``, its data
+    config at the network's image size."""
     torch.manual_seed(0)
-    classifier = ImageClassifier(model=tiny_model_kwargs(**model), num_classes=3, class_names=CLASSES, img_size=16)
+    classifier = ImageClassifier(model=tiny_model_kwargs(**model), num_classes=3, class_names=CLASSES)
     torch.save({"hyper_parameters": dict(classifier.hparams), "state_dict": classifier.state_dict()}, path)
     return path
 
@@ -130,11 +131,7 @@ def test_a_non_square_network_reads_back_with_its_own_position_table(
 ) -> None:
     """A learned table of a 4x8 patch grid is no square: the loaders take it as it is, where
     resampling it from a square grid would fail; timm builds the same network from the directory."""
-    torch.manual_seed(0)
-    model = tiny_model_kwargs(img_size=[16, 32], stem="patch", pos_embed="learned")
-    classifier = ImageClassifier(model=model, num_classes=3, class_names=CLASSES)
-    checkpoint = tmp_path / "wide.ckpt"
-    torch.save({"hyper_parameters": dict(classifier.hparams), "state_dict": classifier.state_dict()}, checkpoint)
+    checkpoint = write_checkpoint(tmp_path / "wide.ckpt", img_size=[16, 32], stem="patch", pos_embed="learned")
     out = exported(checkpoint, tmp_path / "shared", capsys)
     images = torch.randn(2, 3, 16, 32)
     torch.testing.assert_close(logits(out, images), logits(checkpoint, images))

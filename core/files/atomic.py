@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import errno
 import os
+import re
 import shutil
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -59,7 +60,7 @@ def atomic_path(path: str | Path) -> Iterator[Path]:
     the previous ``path`` is left as it was.
     """
     path = Path(path)
-    tmp = path.with_name(f".{path.stem}.{os.getpid()}.tmp{path.suffix}")
+    tmp = path.with_name(f".{path.stem}.{os.getpid()}.tmp{path.suffix}")  # see remove_leftovers
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         yield tmp
@@ -75,6 +76,21 @@ def atomic_path(path: str | Path) -> Iterator[Path]:
         raise clear from None
     finally:
         remove(tmp)
+
+
+def remove_leftovers(directory: Path, suffix: str) -> dict[Path, int]:
+    """Remove the temporary files that writes of ``*<suffix>`` files into ``directory`` by
+    :func:`atomic_path` left when their process was killed (``kill -9``, a lost node: nothing ran
+    to remove them); returns each one's size in bytes. Only for a directory the caller writes alone
+    (a run's checkpoints under its lock, :func:`core.training.callbacks.faults.run_directory_claimed`):
+    a write still going there would lose its file."""
+    name = re.compile(rf"\..+\.\d+\.tmp{re.escape(suffix)}")  # .<stem>.<pid>.tmp<suffix>
+    leftovers = {
+        file: file.stat().st_size for file in directory.glob(f".*.tmp{suffix}") if name.fullmatch(file.name) and file.is_file()
+    }
+    for file in leftovers:
+        file.unlink(missing_ok=True)
+    return leftovers
 
 
 def remove(tmp: Path) -> None:

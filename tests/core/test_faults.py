@@ -1,5 +1,6 @@
 """Faults under DDP and on a shared run directory: a failing rank ends the whole job quickly with
-its error, and a second run on a directory in use is refused."""
+its error, a second run on a directory in use is refused, and a killed checkpoint write leaves
+nothing behind the next run."""
 
 from __future__ import annotations
 
@@ -48,6 +49,39 @@ def test_a_second_run_on_a_directory_in_use_is_refused(tmp_path: Path) -> None:
         holder.communicate()  # reaps it and closes the pipe
     train(tiny_config(tmp_path, "trainer.max_steps=1"))  # free again: the run goes ahead
     assert (tmp_path / "metrics.json").is_file()
+
+
+def test_a_checkpoint_write_killed_midway_leaves_nothing_behind_the_next_run(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """``kill -9`` during a checkpoint write leaves its hidden temporary file, as large as the
+    checkpoint; the next run on the directory removes it once it holds the directory."""
+    last = tmp_path / "checkpoints" / "last.ckpt"
+    script = (
+        "import sys, time\n"
+        "from pathlib import Path\n"
+        "from core.files.atomic import atomic_path\n"
+        "with atomic_path(Path(sys.argv[1])) as tmp:\n"
+        "    tmp.write_bytes(bytes(100_000))\n"
+        "    print('writing', flush=True)\n"
+        "    time.sleep(600)\n"
+    )
+    writer = subprocess.Popen(
+        [sys.executable, "-c", script, str(last)], cwd=ROOT, env=SUBPROCESS_ENV, stdout=subprocess.PIPE, text=True
+    )
+    try:
+        assert writer.stdout is not None and writer.stdout.readline() == "writing\n"
+    finally:
+        writer.kill()
+        writer.communicate()
+    leftover = last.with_name(f".last.{writer.pid}.tmp.ckpt")
+    assert leftover.is_file() and not last.exists()
+    kept = last.with_name("notes.tmp.ckpt")  # not a temporary file's name: the user's
+    kept.write_bytes(b"")
+    with caplog.at_level(logging.WARNING, logger="core.training.callbacks.faults"):
+        train(tiny_config(tmp_path, "trainer.max_steps=1"))
+    assert not leftover.exists() and kept.exists() and last.is_file()
+    assert "removed 1 temporary checkpoint file(s) of 0.1 MB that a killed run left" in caplog.text
 
 
 @pytest.mark.slow

@@ -32,6 +32,7 @@ from lightning.pytorch.trainer.states import TrainerFn
 from lightning.pytorch.utilities.exceptions import SIGTERMException
 
 from core.errors import InputError
+from core.files.atomic import megabytes, remove_leftovers
 
 log = logging.getLogger(__name__)
 
@@ -116,7 +117,9 @@ def launching_process() -> bool:
 def run_directory_claimed(output_dir: Path) -> Iterator[None]:
     """Hold ``output_dir/.run.lock`` for the run, so that a second run started on the same
     directory (a job launched twice) is refused at once instead of writing the same
-    ``last.ckpt``; the other processes of this job do not claim it."""
+    ``last.ckpt``; the other processes of this job do not claim it. Once the lock is held, the
+    temporary files of checkpoint writes in ``output_dir/checkpoints`` can only be those of a run
+    killed while writing (each as large as a checkpoint): they are removed."""
     if not launching_process():
         yield
         return
@@ -129,6 +132,11 @@ def run_directory_claimed(output_dir: Path) -> Iterator[None]:
             f"{output_dir} is in use by another run that is still going; wait for it to end (then resume with "
             f"ckpt_path={output_dir / 'checkpoints' / 'last.ckpt'}) or choose another hydra.run.dir"
         ) from None
+    if leftovers := remove_leftovers(output_dir / "checkpoints", ".ckpt"):
+        log.warning(
+            "removed %d temporary checkpoint file(s) of %s that a killed run left in %s",
+            len(leftovers), megabytes(sum(leftovers.values())), output_dir / "checkpoints",
+        )
     try:
         yield
     finally:

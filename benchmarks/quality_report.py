@@ -8,7 +8,8 @@ quality scripts append with ``--append``; the tuning logs, which have another fo
 For each run (data set or corpus, budget, seed, contender) the latest line wins, so a re-run
 replaces its earlier figure and the history stays in the files. The plain loop's figure at a budget
 is its best peak rate there ("best of the rates tried"); figures are means over seeds with their
-range. The CLI's rows of each head are named by the recipe they trained with: the value of each
+range, and a lead over the loop is taken on the seeds both ran (which it names where either side
+ran others). The CLI's rows of each head are named by the recipe they trained with: the value of each
 default that changed, as one table per head holds them (:data:`VISION_SETTINGS`,
 :data:`NMT_SETTINGS`; oldest change first, named newest first). Vision: the patch embedding (the
 convolutional stem is the default since it was measured on four sets; rows recorded before carry
@@ -627,8 +628,28 @@ def ratio(ours: Cell | None, theirs: Cell | None) -> str | None:
     return None if value is None else f"{value:.2f}x"
 
 
+def on_shared_seeds(ours: Cell, theirs: Cell) -> tuple[Cell, Cell, str]:
+    """Both cells cut to the seeds both ran, and those seeds in words when either cell ran others
+    (empty when they ran the same ones, or none in common: the cells are compared whole)."""
+    mine, other = {run.seed for run in ours.runs}, {run.seed for run in theirs.runs}
+    common = mine & other
+    if not common or mine == other:
+        return ours, theirs, ""
+
+    def cut(cell: Cell) -> Cell:
+        return Cell(tuple(run for run in cell.runs if run.seed in common))
+
+    words = f" (seed{'s' if len(common) > 1 else ''} {', '.join(map(str, sorted(common)))})"
+    return cut(ours), cut(theirs), words
+
+
 def lead(ours: Cell | None, theirs: Cell | None) -> str | None:
-    return None if ours is None or theirs is None else f"{ours.mean - theirs.mean:+.1f}"
+    """The difference of the means, on the seeds both ran where they ran different ones (which
+    it then names, as ``+12.7 (seed 0)``)."""
+    if ours is None or theirs is None:
+        return None
+    mine, other, seeds = on_shared_seeds(ours, theirs)
+    return f"{mine.mean - other.mean:+.1f}{seeds}"
 
 
 def oldest_first(recipes: Iterable[str], runs: Iterable[Run]) -> list[str]:
@@ -967,7 +988,8 @@ files (`benchmarks/results/`); the commands that write them are in
 [BENCHMARKS.md](../BENCHMARKS.md#quality-of-the-defaults-on-real-data-cpu), and each line of the
 files records its command, machine and settings. The plain loop's figure is its best peak rate at
 that budget; a figure over several seeds is their mean (range, seeds). "lead" is the defaults'
-figure minus the loop's; "speed" is the defaults' training images/s (tokens/s) over the loop's,
+figure minus the loop's, on the seeds both ran where one side ran more (named beside it, as
+"(seed 0)"); "speed" is the defaults' training images/s (tokens/s) over the loop's,
 the median over the pairs of their runs that trained at the same batch (translation: each at its
 own, the loop's 128 sentences of similar length, the defaults' batches of tokens) in one session
 (on one machine, within three hours) with nothing else running. An earlier default

@@ -718,7 +718,7 @@ def defaults_table(
 ) -> str:
     """One row per (data, budget) where ``ours`` has a figure: the loop's, ours, the lead of ours
     and the speed ratio; ``data``: only those sets (``what`` names them in the header). A lead
-    between runs of two machines is marked."""
+    between runs of two machines (on the seeds it is taken on) is marked."""
     keys = sorted({
         (d, budget) for d, budget, name in figures
         if name == ours and (data is None or d in data) and budget[0] in USER_BUDGETS
@@ -726,7 +726,7 @@ def defaults_table(
     rows, marked = [], False
     for d, budget in keys:
         mine, theirs = figures[(d, budget, ours)], figures.get((d, budget, loop))
-        mark = OTHER_MACHINE if theirs is not None and not same_machine(mine, theirs) else ""
+        mark = OTHER_MACHINE if theirs is not None and not same_machine(*on_shared_seeds(mine, theirs)[:2]) else ""
         marked = marked or bool(mark)
         rows.append([d, budget_words(budget), theirs, mine, f"{lead(mine, theirs) or '-'}{mark}", ratio(mine, theirs)])
     text = table([what, "budget", "plain loop", "defaults", "lead", "speed"], rows)
@@ -778,7 +778,8 @@ class Effect:
         first, second = (self.base, self.lever) if gain else (self.lever, self.base)
         seeds = f", {self.base.seeds} seeds" if self.base.seeds > 1 else ""
         other = "" if same_machine(first, second) else ON_ANOTHER_MACHINE
-        return f"{self.data}, {budget_words(self.budget)}{seeds}: {first.mean:.1f} against {second.mean:.1f} ({lead(first, second)}{other})"
+        difference = f"{first.mean - second.mean:+.1f}"  # on the seeds both have: effects() pairs them
+        return f"{self.data}, {budget_words(self.budget)}{seeds}: {first.mean:.1f} against {second.mean:.1f} ({difference}{other})"
 
 
 def effects(runs: Iterable[Run], every: Iterable[Run]) -> dict[str, list[Effect]]:

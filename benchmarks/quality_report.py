@@ -652,6 +652,11 @@ def lead(ours: Cell | None, theirs: Cell | None) -> str | None:
     return f"{mine.mean - other.mean:+.1f}{seeds}"
 
 
+def apart(ours: Cell, theirs: Cell) -> bool:
+    """Whether the runs a :func:`lead` is taken on (those of the seeds both ran) ran on two machines."""
+    return not same_machine(*on_shared_seeds(ours, theirs)[:2])
+
+
 def oldest_first(recipes: Iterable[str], runs: Iterable[Run]) -> list[str]:
     """The recipes in the order of their first run."""
     first: dict[str, datetime] = {}
@@ -726,7 +731,7 @@ def defaults_table(
     rows, marked = [], False
     for d, budget in keys:
         mine, theirs = figures[(d, budget, ours)], figures.get((d, budget, loop))
-        mark = OTHER_MACHINE if theirs is not None and not same_machine(*on_shared_seeds(mine, theirs)[:2]) else ""
+        mark = OTHER_MACHINE if theirs is not None and apart(mine, theirs) else ""
         marked = marked or bool(mark)
         rows.append([d, budget_words(budget), theirs, mine, f"{lead(mine, theirs) or '-'}{mark}", ratio(mine, theirs)])
     text = table([what, "budget", "plain loop", "defaults", "lead", "speed"], rows)
@@ -834,7 +839,7 @@ def earlier_only(figures: Mapping[tuple, Cell], order: tuple[str, ...], loop: st
         recipes = [name for name in earlier if (data, budget, name) in figures]
         if recipes:
             mine, theirs = figures[(data, budget, recipes[-1])], figures.get((data, budget, loop))
-            other = "" if theirs is None or same_machine(mine, theirs) else ON_ANOTHER_MACHINE
+            other = ON_ANOTHER_MACHINE if theirs is not None and apart(mine, theirs) else ""
             against = f" against the loop's {theirs} ({lead(mine, theirs)}{other})" if theirs is not None else ""
             items.append(f"- {data}, {budget_words(budget)}: {mine} with {recipe_words(recipes[-1])}{against}.")
     return items

@@ -5,9 +5,12 @@ one clear error rather than a traceback from deep inside the serializer."""
 from __future__ import annotations
 
 import errno
+import glob
+import logging
 import os
 import re
 import shutil
+import socket
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -18,6 +21,8 @@ NO_SPACE = {errno.ENOSPC, errno.EDQUOT}
 NOT_WRITABLE = {errno.EACCES, errno.EPERM, errno.EROFS}
 NOT_A_FILE_PATH = {errno.EISDIR, errno.ENOTDIR, errno.EEXIST}  # a directory at the path, or a file among its folders
 FULL_BELOW = 1 << 20  # bytes free under which a serializer's failure is taken for a full disk
+
+log = logging.getLogger(__name__)
 
 
 def megabytes(count: int) -> str:
@@ -57,12 +62,19 @@ def atomic_path(path: str | Path) -> Iterator[Path]:
     The rename is atomic on one file system, so ``path`` holds the previous content or the new
     one, never part of it; the data is flushed to disk before the rename. A write that fails for
     want of space or permission raises :class:`InputError` saying which (:func:`write_error`);
-    the previous ``path`` is left as it was.
+    the previous ``path`` is left as it was. The temporary files of ``path`` that earlier writes
+    on this machine left when their process was killed are removed first
+    (:func:`remove_dead_writers`).
     """
     path = Path(path)
-    tmp = path.with_name(f".{path.stem}.{os.getpid()}.tmp{path.suffix}")  # see remove_leftovers
+    tmp = temporary_file(path)
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
+        if leftovers := remove_dead_writers(path):
+            log.warning(
+                "removed %d temporary file(s) of %s (%s) that a killed write of it left",
+                len(leftovers), path, megabytes(sum(leftovers.values())),
+            )
         yield tmp
         with tmp.open("rb") as file:
             os.fsync(file.fileno())
@@ -78,13 +90,50 @@ def atomic_path(path: str | Path) -> Iterator[Path]:
         remove(tmp)
 
 
+def temporary_file(path: Path) -> Path:
+    """Where :func:`atomic_path` writes ``path`` first: beside it, hidden, with the same suffix and
+    named for the machine and the process that write it, ``.<stem>.<host>.<pid>.tmp<suffix>``."""
+    return path.with_name(f".{path.stem}.{socket.gethostname()}.{os.getpid()}.tmp{path.suffix}")
+
+
+def remove_dead_writers(path: Path) -> dict[Path, int]:
+    """Remove the temporary files of ``path`` (:func:`temporary_file`) whose writer ran on this
+    machine and is no longer running (``kill -9``, an out-of-memory kill: nothing ran to remove
+    them); returns each one's size in bytes. A live writer's file, and any file written from
+    another machine sharing the directory, is kept: only this machine's process table can tell a
+    dead writer from a live one."""
+    prefix = f".{path.stem}.{socket.gethostname()}."
+    name = re.compile(re.escape(prefix) + r"(\d+)" + re.escape(f".tmp{path.suffix}"))
+    leftovers = {}
+    for file in path.parent.glob(glob.escape(prefix) + "*"):
+        match = name.fullmatch(file.name)
+        if match and not running(int(match[1])) and file.is_file():
+            leftovers[file] = file.stat().st_size
+            file.unlink(missing_ok=True)
+    return leftovers
+
+
+def running(pid: int) -> bool:
+    """Whether process ``pid`` of this machine is running (this one included); True where the
+    platform cannot tell without harm (``os.kill`` ends a process on Windows)."""
+    if pid == os.getpid() or os.name != "posix":
+        return True
+    try:
+        os.kill(pid, 0)  # signal 0: only checks that the process exists
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # another user's process
+        return True
+    return True
+
+
 def remove_leftovers(directory: Path, suffix: str) -> dict[Path, int]:
     """Remove the temporary files that writes of ``*<suffix>`` files into ``directory`` by
     :func:`atomic_path` left when their process was killed (``kill -9``, a lost node: nothing ran
-    to remove them); returns each one's size in bytes. Only for a directory the caller writes alone
+    to remove them), from any machine; returns each one's size in bytes. Only for a directory the caller writes alone
     (a run's checkpoints under its lock, :func:`core.training.callbacks.faults.run_directory_claimed`):
     a write still going there would lose its file."""
-    name = re.compile(rf"\..+\.\d+\.tmp{re.escape(suffix)}")  # .<stem>.<pid>.tmp<suffix>
+    name = re.compile(rf"\..+\.\d+\.tmp{re.escape(suffix)}")  # .<stem>.<host>.<pid>.tmp<suffix>
     leftovers = {
         file: file.stat().st_size for file in directory.glob(f".*.tmp{suffix}") if name.fullmatch(file.name) and file.is_file()
     }

@@ -1,13 +1,16 @@
 """Faults under DDP and on a shared run directory: a failing rank ends the whole job quickly with
-its error, a second run on a directory in use is refused, and a killed checkpoint write leaves
-nothing behind the next run."""
+its error, a second run on a directory in use is refused, and a killed write (a checkpoint's or
+any file's) leaves nothing behind the next run or the next write of that file."""
 
 from __future__ import annotations
 
 import logging
+import socket
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -15,6 +18,7 @@ import lightning.pytorch as pl
 import pytest
 
 from core.errors import InputError
+from core.files.atomic import atomic_path
 from core.training.callbacks.faults import PREEMPTED_EXIT
 from core.training.runner import train
 from tests.core.test_runner import tiny_config
@@ -51,12 +55,10 @@ def test_a_second_run_on_a_directory_in_use_is_refused(tmp_path: Path) -> None:
     assert (tmp_path / "metrics.json").is_file()
 
 
-def test_a_checkpoint_write_killed_midway_leaves_nothing_behind_the_next_run(
-    tmp_path: Path, caplog: pytest.LogCaptureFixture
-) -> None:
-    """``kill -9`` during a checkpoint write leaves its hidden temporary file, as large as the
-    checkpoint; the next run on the directory removes it once it holds the directory."""
-    last = tmp_path / "checkpoints" / "last.ckpt"
+@contextmanager
+def writing(path: Path) -> Iterator[Path]:
+    """A process of this machine stopped inside an ``atomic_path`` write of ``path``; yields the
+    temporary file it has written (``.<stem>.<host>.<pid>.tmp<suffix>``), and kills it on exit."""
     script = (
         "import sys, time\n"
         "from pathlib import Path\n"
@@ -67,14 +69,24 @@ def test_a_checkpoint_write_killed_midway_leaves_nothing_behind_the_next_run(
         "    time.sleep(600)\n"
     )
     writer = subprocess.Popen(
-        [sys.executable, "-c", script, str(last)], cwd=ROOT, env=SUBPROCESS_ENV, stdout=subprocess.PIPE, text=True
+        [sys.executable, "-c", script, str(path)], cwd=ROOT, env=SUBPROCESS_ENV, stdout=subprocess.PIPE, text=True
     )
     try:
         assert writer.stdout is not None and writer.stdout.readline() == "writing\n"
+        yield path.with_name(f".{path.stem}.{socket.gethostname()}.{writer.pid}.tmp{path.suffix}")
     finally:
         writer.kill()
-        writer.communicate()
-    leftover = last.with_name(f".last.{writer.pid}.tmp.ckpt")
+        writer.communicate()  # reaps it: a dead process, no longer in the process table
+
+
+def test_a_checkpoint_write_killed_midway_leaves_nothing_behind_the_next_run(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """``kill -9`` during a checkpoint write leaves its hidden temporary file, as large as the
+    checkpoint; the next run on the directory removes it once it holds the directory."""
+    last = tmp_path / "checkpoints" / "last.ckpt"
+    with writing(last) as leftover:
+        pass
     assert leftover.is_file() and not last.exists()
     kept = last.with_name("notes.tmp.ckpt")  # not a temporary file's name: the user's
     kept.write_bytes(b"")
@@ -82,6 +94,28 @@ def test_a_checkpoint_write_killed_midway_leaves_nothing_behind_the_next_run(
         train(tiny_config(tmp_path, "trainer.max_steps=1"))
     assert not leftover.exists() and kept.exists() and last.is_file()
     assert "removed 1 temporary checkpoint file(s) of 0.1 MB that a killed run left" in caplog.text
+
+
+def test_a_write_killed_midway_is_cleaned_up_by_the_next_write_of_that_file(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Any file written through ``atomic_path`` (an export, an averaged checkpoint,
+    ``metrics.json``): the next write of it removes what a killed writer of this machine left, and
+    keeps a live writer's file and one written from another machine."""
+    model = tmp_path / "model.onnx"
+    no_pid = 1 << 23  # above Linux's largest pid_max (2**22): no process of this machine has it
+    elsewhere = model.with_name(f".model.{socket.gethostname()}-2.{no_pid}.tmp.onnx")
+    elsewhere.write_bytes(b"")  # another machine's writer: its process is not this machine's to look up
+    with writing(model) as live:
+        with writing(model) as leftover:  # started after the live one, so its start leaves that one's file
+            pass
+        assert leftover.is_file() and live.is_file()
+        with caplog.at_level(logging.WARNING, logger="core.files.atomic"), atomic_path(model) as tmp:
+            tmp.write_bytes(b"new")
+        assert live.is_file()  # still being written
+    assert model.read_bytes() == b"new"
+    assert not leftover.exists() and elsewhere.exists()
+    assert f"removed 1 temporary file(s) of {model} (0.1 MB) that a killed write of it left" in caplog.text
 
 
 @pytest.mark.slow

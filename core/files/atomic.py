@@ -11,7 +11,7 @@ import os
 import re
 import shutil
 import socket
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -102,15 +102,8 @@ def remove_dead_writers(path: Path) -> dict[Path, int]:
     them); returns each one's size in bytes. A live writer's file, and any file written from
     another machine sharing the directory, is kept: only this machine's process table can tell a
     dead writer from a live one."""
-    prefix = f".{path.stem}.{socket.gethostname()}."
-    name = re.compile(re.escape(prefix) + r"(\d+)" + re.escape(f".tmp{path.suffix}"))
-    leftovers = {}
-    for file in path.parent.glob(glob.escape(prefix) + "*"):
-        match = name.fullmatch(file.name)
-        if match and not running(int(match[1])) and file.is_file():
-            leftovers[file] = file.stat().st_size
-            file.unlink(missing_ok=True)
-    return leftovers
+    writer = re.escape(f"{path.stem}.{socket.gethostname()}")
+    return unlink(file for file, pid in temporary_files(path.parent, path.suffix, writer) if not running(pid))
 
 
 def running(pid: int) -> bool:
@@ -133,13 +126,25 @@ def remove_leftovers(directory: Path, suffix: str) -> dict[Path, int]:
     to remove them), from any machine; returns each one's size in bytes. Only for a directory the caller writes alone
     (a run's checkpoints under its lock, :func:`core.training.callbacks.faults.run_directory_claimed`):
     a write still going there would lose its file."""
-    name = re.compile(rf"\..+\.\d+\.tmp{re.escape(suffix)}")  # .<stem>.<host>.<pid>.tmp<suffix>
-    leftovers = {
-        file: file.stat().st_size for file in directory.glob(f".*.tmp{suffix}") if name.fullmatch(file.name) and file.is_file()
-    }
-    for file in leftovers:
+    return unlink(file for file, _ in temporary_files(directory, suffix))
+
+
+def temporary_files(directory: Path, suffix: str, writer: str = ".+") -> Iterator[tuple[Path, int]]:
+    """The files in ``directory`` named as :func:`temporary_file` names those of ``*<suffix>``
+    files, ``.<writer>.<pid>.tmp<suffix>`` (``writer``, a pattern, covers ``<stem>.<host>``), each
+    with the pid of the process that wrote it."""
+    name = re.compile(rf"\.{writer}\.(\d+)\.tmp{re.escape(suffix)}")
+    for file in directory.glob(f".*.tmp{glob.escape(suffix)}"):
+        if (match := name.fullmatch(file.name)) and file.is_file():
+            yield file, int(match[1])
+
+
+def unlink(files: Iterable[Path]) -> dict[Path, int]:
+    """Remove ``files``; returns each one's size in bytes, taken before it went."""
+    removed = {file: file.stat().st_size for file in files}
+    for file in removed:
         file.unlink(missing_ok=True)
-    return leftovers
+    return removed
 
 
 def remove(tmp: Path) -> None:

@@ -54,6 +54,25 @@ DEAD = -1e9
 
 Hypothesis = tuple[list[int], float]  # generated ids (``</s>`` last when it ended), raw log P
 
+# x86 instructions that sum int8 products into int32 (VNNI, AMX). Without them, oneDNN's u8s8
+# kernels (CTranslate2's int8 products on CPUs other than Intel's) sum pairs of products in 16 bits,
+# which saturate.
+INT8_DOT_PRODUCTS = ("avx512_vnni", "avx_vnni", "amx_int8")
+
+
+def compute_type(quantization: str, device: str) -> str:
+    """CTranslate2's compute type for weights stored as ``quantization`` on ``device``: the stored
+    type (``default``), except integer weights on an x86 CPU without :data:`INT8_DOT_PRODUCTS`,
+    which are widened and computed in float32: there CTranslate2's int8 products lose accuracy
+    (docs/translation.md, measured on an AMD CPU with AVX2). Intel's CPUs without them take the
+    same rule, though CTranslate2 computes int8 there with MKL."""
+    capabilities = torch.cpu.get_capabilities()
+    x86_without_dot_products = "avx" in capabilities and not any(capabilities.get(name) for name in INT8_DOT_PRODUCTS)
+    if device.startswith("cpu") and quantization.startswith("int") and x86_without_dot_products:
+        log.info("%s weights computed in float32: this CPU has no int8 dot-product instructions (VNNI, AMX)", quantization)
+        return "float32"
+    return "default"
+
 
 def ctranslate2_device(device: str) -> tuple[str, int]:
     """``cpu``, ``cuda`` or ``cuda:N`` as CTranslate2's device and index."""
@@ -93,7 +112,10 @@ class CTranslate2Translator:
         self.beam_size: int = self.decoding["beam_size"]
         kind, index = ctranslate2_device(device)
         try:
-            self.model = ctranslate2.Translator(str(directory), device=kind, device_index=index, intra_threads=threads)
+            self.model = ctranslate2.Translator(
+                str(directory), device=kind, device_index=index, intra_threads=threads,
+                compute_type=compute_type(self.quantization, device),
+            )
         except Exception as error:  # noqa: BLE001 - a missing or damaged model.bin, an unusable device
             raise InputError(f"CTranslate2 cannot load {directory} on {device} ({error}); {EXPORT_AGAIN}") from None
 

@@ -20,6 +20,7 @@ import torch
 from core.errors import InputError
 from core.files.model_directory import new_model_directory
 from nlp.module import TranslationModule
+from nlp.export.translator import compute_type
 from nlp.export.directory import (
     DECODING_KEYS,
     FORMAT,
@@ -80,12 +81,15 @@ def torch_log_probs(translator: TranslationModule, source: list[int], target: li
     return log_probs.gather(1, expected[:, None])[:, 0].cpu().numpy()
 
 
-def largest_difference(translator: TranslationModule, directory: Path) -> float:
+def largest_difference(translator: TranslationModule, directory: Path, quantization: str) -> float:
     """The largest |difference| of per-token log-probabilities between the model written in
-    ``directory`` and the PyTorch model, on :func:`probe_pairs`."""
+    ``directory`` (weights stored as ``quantization``, computed as ``nlp.translate`` computes them
+    on this CPU) and the PyTorch model, on :func:`probe_pairs`."""
     import ctranslate2
 
-    model = ctranslate2.Translator(str(directory), device="cpu", intra_threads=1)
+    model = ctranslate2.Translator(
+        str(directory), device="cpu", intra_threads=1, compute_type=compute_type(quantization, "cpu")
+    )
     token = translator.tokenizer.tokenizer.id_to_token
     pairs = probe_pairs(translator)
     scored = model.score_batch(
@@ -123,7 +127,7 @@ def export_ctranslate2(
         translator.tokenizer.save(staging / TOKENIZER)
         metadata = metadata_of(translator, quantization, checkpoint)
         (staging / METADATA).write_text(json.dumps(metadata, indent=2) + "\n", encoding="utf-8")
-        difference = largest_difference(translator, staging)
+        difference = largest_difference(translator, staging, quantization)
         if quantization == "float32" and not difference <= FLOAT32_TOLERANCE:
             raise AssertionError(
                 f"the exported model's log-probabilities differ from the PyTorch model's by {difference:.2e} "

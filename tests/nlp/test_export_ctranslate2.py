@@ -1,6 +1,7 @@
 """``python -m nlp.export --format ctranslate2`` against the PyTorch model it came from: on a model
 trained on the reverse task (pre-norm and post-norm, as the presets use both), float32 greedy
-translations are the checkpoint's token for token, int8 loses less than half a BLEU point,
+translations are the checkpoint's token for token, int8 loses less than half a BLEU point (its
+products in float32 on x86 CPUs without int8 dot-product instructions),
 ``nlp.translate`` prints the same for the directory as for the checkpoint, and the directory is
 written whole or not at all."""
 
@@ -24,7 +25,7 @@ from nlp.data.tokenizer import SubwordTokenizer
 from nlp.module import TranslationModule, load_translator
 from nlp.export import writer
 from nlp.export.directory import METADATA, QUANTIZATIONS, TOKENIZER, is_exported_model
-from nlp.export.translator import CTranslate2Translator
+from nlp.export.translator import CTranslate2Translator, compute_type
 from tests.nlp.trained_translator import MODEL, TEST_PAIRS, train_reverse_translator
 
 pytest.importorskip("ctranslate2")
@@ -95,6 +96,40 @@ def test_int8_is_within_half_a_bleu_point_of_float32(checkpoint: Path, capsys: p
     int8 = ctranslate2_translator(exported(checkpoint, "int8", capsys)).translate(SOURCES)
     bleu = {name: BLEU().corpus_score(output, [REFERENCES]).score for name, output in (("float32", float32), ("int8", int8))}
     assert bleu["float32"] > 80 and abs(bleu["int8"] - bleu["float32"]) < 0.5, bleu
+
+
+NO_VNNI = {"avx": True, "avx2": True, "avx512_vnni": False, "avx_vnni": False, "amx_int8": False}
+
+
+@pytest.mark.parametrize(
+    ("capabilities", "quantization", "device", "expected"),
+    [
+        (NO_VNNI, "int8", "cpu", "float32"),
+        (NO_VNNI, "int16", "cpu", "float32"),
+        (NO_VNNI, "int8_float32", "cpu", "float32"),
+        (NO_VNNI, "float32", "cpu", "default"),
+        (NO_VNNI, "int8", "cuda:0", "default"),
+        ({**NO_VNNI, "avx512_vnni": True}, "int8", "cpu", "default"),
+        ({**NO_VNNI, "avx_vnni": True}, "int8", "cpu", "default"),
+        ({**NO_VNNI, "amx_int8": True}, "int8", "cpu", "default"),
+        ({"asimd": True}, "int8", "cpu", "default"),  # not x86
+    ],
+)
+def test_integer_weights_are_computed_in_float32_on_x86_cpus_without_int8_dot_products(
+    capabilities: dict[str, bool], quantization: str, device: str, expected: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(torch.cpu, "get_capabilities", lambda: capabilities)
+    assert compute_type(quantization, device) == expected
+
+
+def test_an_int8_directory_loads_in_float32_where_the_cpu_has_no_int8_dot_products(
+    checkpoint: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    directory = exported(checkpoint, "int8", capsys)
+    monkeypatch.setattr(torch.cpu, "get_capabilities", lambda: NO_VNNI)
+    assert ctranslate2_translator(directory).model.compute_type == "float32"
+    monkeypatch.setattr(torch.cpu, "get_capabilities", lambda: {**NO_VNNI, "avx512_vnni": True})
+    assert ctranslate2_translator(directory).model.compute_type.startswith("int8")
 
 
 def run_translate(argv: list[str], stdin: str, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> list[str]:
@@ -227,7 +262,7 @@ def test_an_existing_directory_is_replaced_only_when_forced_and_only_if_an_expor
 def test_a_failed_check_leaves_nothing_behind(
     checkpoint: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(writer, "largest_difference", lambda translator, directory: 1.0)
+    monkeypatch.setattr(writer, "largest_difference", lambda translator, directory, quantization: 1.0)
     with pytest.raises(AssertionError, match="mapped wrongly"):
         writer.export_ctranslate2(load_translator(checkpoint), tmp_path / "model")
     assert list(tmp_path.iterdir()) == []

@@ -29,6 +29,7 @@ from nlp.export.translator import CTranslate2Translator, compute_type
 from tests.nlp.trained_translator import MODEL, TEST_PAIRS, train_reverse_translator
 
 pytest.importorskip("ctranslate2")
+pytestmark = pytest.mark.xdist_group("ctranslate2")  # one worker trains the two checkpoints, once
 
 SOURCES = [source for source, _ in TEST_PAIRS]
 REFERENCES = [target for _, target in TEST_PAIRS]

@@ -18,6 +18,8 @@ from nlp.data.toy_corpus import TOY_PAIRS
 from tests.serve.server import Server, get, multipart, post, post_json
 
 pytest.importorskip("litserve", reason='serving needs litserve: pip install -e ".[serve]"')
+# a server takes 10 to 25 s to start on 2 cores; one worker starts the module's, once
+pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("nlp-server")]
 
 SOURCES = [source for source, _ in TOY_PAIRS] + ["l'hiver arrive, ça vient"]
 
@@ -171,7 +173,6 @@ def assert_still_answers(server: Server, model: Path) -> None:
     assert post_json(f"{server.url}/translate", {"text": SOURCES[1]}) == (200, {"translation": translated(model, SOURCES[1:2])[0]})
 
 
-@pytest.mark.slow
 def test_the_ctranslate2_export_answers_what_nlp_translate_prints_for_it(
     tmp_path: Path, translator_checkpoint: Path
 ) -> None:

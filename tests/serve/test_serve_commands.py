@@ -67,6 +67,7 @@ def test_a_missing_checkpoint_is_one_error_line(command: str, tmp_path: Path) ->
     ], result.stderr
 
 
+@pytest.mark.slow  # loads both heads' checkpoints in a process of their own
 @pytest.mark.parametrize("command", COMMANDS)
 def test_a_checkpoint_of_the_other_head_is_one_error_line(
     command: str, classifier_checkpoint: Path, translator_checkpoint: Path

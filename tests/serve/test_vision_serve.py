@@ -25,6 +25,8 @@ from PIL import Image
 from tests.serve.server import Server, b64, get, multipart, post, post_json
 
 pytest.importorskip("litserve", reason='serving needs litserve: pip install -e ".[serve]"')
+# a server takes 10 to 25 s to start on 2 cores; one worker starts the module's, once
+pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("vision-server")]
 
 BODY_LIMIT = 200_000  # --max-body-bytes of the test server
 
@@ -216,7 +218,6 @@ def test_other_methods_and_paths_get_a_4xx(server: Server) -> None:
 # ----------------------------------------------------------------------------- stopping
 
 
-@pytest.mark.slow  # a server of its own: its start takes 10 to 20 s on 2 cores
 def test_sigterm_answers_the_request_in_flight_and_exits_0(
     tmp_path: Path, classifier_checkpoint: Path, expected: dict
 ) -> None:

@@ -29,6 +29,9 @@ Figure names (``kind:argument:...``):
 - ``images-held:TRAIN:start`` / ``images-held:TRAIN:peak`` / ``images-held:speed``: what holding an
   image folder in memory costs at start and in memory, and its training speed over the files'
   (``benchmarks.scale_images``).
+- ``scale-evaluate:COMMAND:ITEMS:RUN:WHAT``: ``nlp.evaluate``, ``nlp.translate`` or ``vision.evaluate``
+  at ITEMS test items (``benchmarks.scale_evaluate``; RUN ``first``, ``cached`` or ``-``), WHAT
+  ``seconds``, ``peak`` or ``first-line``.
 - ``table:step:translation_step`` / ``table:step:attention_kernels`` / ``table:step:dropout_speed``:
   what a translation training step costs lever by lever, the two attention kernels by length, or
   the two dropouts by precision (a table, its machine and command); ``precision:HEAD``: the head's
@@ -176,6 +179,17 @@ def scale(results: Results, pairs: str, run: str, what: str) -> str:
     return f"{process['seconds']:.0f} s" if what == "seconds" else f"{process['peak_mib']:,.0f} MiB"
 
 
+def scale_evaluate(results: Results, command: str, items: str, run: str, what: str) -> str:
+    """``benchmarks.scale_evaluate``: the wall seconds, peak MiB or (``nlp.translate``) seconds to the
+    first line of ``command`` at ``items`` test items, its ``run`` (``first``, ``cached``, ``-``)."""
+    row = results.row("scale_evaluate", lambda row: (row["command"], row["items"], row["run"]) == (command, int(items), run))
+    if what == "seconds":
+        return f"{row['seconds']:.0f} s"
+    if what == "peak":
+        return f"{row['peak_mib']:,.0f} MiB"
+    return f"{row['first_line_s']:.1f} s"
+
+
 def images_held(results: Results, train: str, what: str = "") -> str:
     """Held images against the files: the start's extra seconds or peak MiB at ``train`` training
     images (two cached runs of one result), or, for ``images-held:speed``, the training speed over
@@ -271,6 +285,7 @@ FIGURES: dict[str, Callable[..., str]] = {
     "commands": commands,
     "scale": scale,
     "images-held": images_held,
+    "scale-evaluate": scale_evaluate,
     "char-lm": char_lm,
 }
 

@@ -214,6 +214,14 @@ def scale_section(results_dir: Path) -> str:
     return table(["pairs", "TSV MB", "run", "processes", "wall s (each)", "peak MiB (each)"], rows) + "\n\n" + sources(found)
 
 
+def scale_evaluate_section(results_dir: Path) -> str:
+    found = latest_rows(latest_of(results_dir, "scale_evaluate"), lambda row: (row["command"], row["items"], row["run"]))
+    found.sort(key=lambda item: (item[0]["command"], item[0]["items"], item[0]["run"] != "first"))
+    rows = [[f"`{row['command']}`", f"{row['items']:,}", row["run"], f"{row['seconds']:.0f}", f"{row['peak_mib']:,.0f}",
+             f"{row['first_line_s']:.1f}" if "first_line_s" in row else ""] for row, _, _ in found]
+    return table(["command", "test items", "run", "wall s", "peak MiB", "first line s"], rows) + "\n\n" + sources(found)
+
+
 def scale_images_section(results_dir: Path) -> str:
     results = latest_of(results_dir, "scale_images")
     found = latest_rows(results, lambda row: (row["train"], row["run"], row["in_memory"]))
@@ -314,6 +322,7 @@ def render(results_dir: Path) -> str:
         ctranslate2=ctranslate2_section(results_dir),
         scale=scale_section(results_dir),
         scale_images=scale_images_section(results_dir),
+        scale_evaluate=scale_evaluate_section(results_dir),
         serve=serve_section(results_dir),
         fine_tune=fine_tune_section(results_dir),
         precision=precision_section(results_dir),
@@ -393,6 +402,17 @@ under DDP each rank is its own process.
 "cached" keeps the check's verdicts; `data.in_memory=true` holds the decoded images.
 
 {scale_images}
+
+### Scoring and translating: time and memory against the test split's size
+
+`python -m benchmarks.scale_evaluate`: `nlp.evaluate`, `nlp.translate` (the sources on stdin) and
+`vision.evaluate` at 1x, 10x and 100x a held-back test split, each process timed whole by
+`/usr/bin/time`, with checkpoints of two-step training runs; translations greedy and cut at
+16 subwords, the same at every size; "first" starts with an empty data cache (the test split
+encoded, or every image's decode checked), "cached" is the next run; "first line s" is the
+seconds to `nlp.translate`'s first line of output.
+
+{scale_evaluate}
 
 ## Serving under load
 

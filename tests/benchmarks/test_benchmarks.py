@@ -13,7 +13,7 @@ import torch
 from omegaconf import OmegaConf
 
 from benchmarks import (
-    attention_kernels, decoding, dropout_speed, precision, quality_nmt, quality_vision, report, scale, scale_images,
+    attention_kernels, decoding, dropout_speed, precision, quality_nmt, quality_vision, report, scale, scale_evaluate, scale_images,
     seq2seq, translation_step, vit,
 )
 from benchmarks.common import interleave, peak_memory
@@ -289,6 +289,33 @@ def test_scale_measures_first_and_cached_starts_and_ddp_ranks(tmp_path: Path, ca
     lines = (tmp_path / "runs" / "train300.tsv").read_text(encoding="utf-8").splitlines()
     assert len(lines) == 300 and all(len(line.split("\t")[0].split()) >= 50 for line in lines)
     assert "| pairs | TSV MB | run | processes |" in capsys.readouterr().out
+
+
+@pytest.mark.slow
+def test_scale_evaluate_times_scoring_and_translating_each_test_split(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    locale = fake_locale_tree(tmp_path / "locale", ("de",))
+    results = tmp_path / "results.jsonl"
+    output = scale_evaluate.main(["--quick", "--locale-dir", str(locale), "--out-dir", str(tmp_path / "runs"), "--append", str(results)])
+    assert json.loads(results.read_text()) == output
+    assert [(row["command"], row["items"], row["run"]) for row in output["rows"]] == [
+        ("nlp.evaluate", 30, "first"), ("nlp.evaluate", 30, "cached"), ("nlp.translate", 30, "-"),
+        ("vision.evaluate", 40, "first"), ("vision.evaluate", 40, "cached"),
+    ]
+    assert all(row["peak_mib"] > 0 and row["seconds"] > 0 for row in output["rows"])
+    translated = output["rows"][2]
+    assert translated["lines"] == 30 and 0 < translated["first_line_s"] <= translated["seconds"] + 1
+    runs = tmp_path / "runs"
+    for split, key in (("nlp-eval30_first", "test/bleu"), ("vision-eval40_cached", "test/acc")):
+        assert key in json.loads((runs / split / "metrics.json").read_text())
+    assert "encoding the test split" in (runs / "nlp-eval30_first.log").read_text()
+    assert "encoding the test split" not in (runs / "nlp-eval30_cached.log").read_text()
+    assert "| command | test items | run | wall s | peak MiB | first line s |" in capsys.readouterr().out
+    trained = (runs / "nlp-train" / "checkpoints" / "last.ckpt").stat().st_mtime_ns
+    again = scale_evaluate.main(["--quick", "--locale-dir", str(locale), "--out-dir", str(runs), "--commands", "nlp.evaluate",
+                                 "--runs", "cached"])
+    assert [(row["command"], row["items"], row["run"]) for row in again["rows"]] == [("nlp.evaluate", 30, "cached")]
+    assert (runs / "nlp-train" / "checkpoints" / "last.ckpt").stat().st_mtime_ns == trained  # the checkpoint is reused
+    assert "encoding the test split" not in (runs / "nlp-eval30_cached.log").read_text()  # and the data cache kept
 
 
 @pytest.mark.slow

@@ -19,6 +19,7 @@ from core.errors import InputError
 from core.constraints import AUTO
 from core.training.plan.budget import FollowsThePlan, run_plan, stepping_bound
 from core.training.pretrained import require_same_network
+from nlp.corpus_scores import corpus_score
 from nlp.data.batching import pad_batch
 from nlp.decoding import (
     DEFAULT_MAX_LEN_A,
@@ -305,8 +306,8 @@ class TranslationModule(FollowsThePlan, pl.LightningModule):
         log); for the test, also the share of translations and of references repeating a 4-gram."""
         if not self.hypotheses:
             return
-        bleu = self.bleu.corpus_score(self.hypotheses, [self.references])
-        chrf = self.chrf.corpus_score(self.hypotheses, [self.references])
+        bleu = corpus_score(self.bleu, self.hypotheses, self.references)
+        chrf = corpus_score(self.chrf, self.hypotheses, self.references)
         self.log(f"{stage}/bleu", bleu.score, prog_bar=True, sync_dist=True)
         self.log(f"{stage}/chrf", chrf.score, sync_dist=True)
         if stage == "test":

@@ -26,6 +26,7 @@ from sacrebleu.metrics import BLEU, CHRF
 
 from core.files.atomic import atomic_path
 from core.training.evaluation import EvaluationReport, Metrics
+from nlp.corpus_scores import corpus_score
 from nlp.module import TranslationModule
 
 MAX_BUCKETS = 5
@@ -126,15 +127,15 @@ class BleuByLengthReport(EvaluationReport):
         for bucket in length_buckets(self.lengths):
             kept = [index for index, length in enumerate(self.lengths) if bucket[0] <= length <= bucket[1]]
             hypotheses = [self.hypotheses[index] for index in kept]
-            references = [[self.references[index] for index in kept]]
+            references = [self.references[index] for index in kept]
             rows.append({
                 "label": label(bucket),
                 "sentences": len(kept),
-                "bleu": BLEU().corpus_score(hypotheses, references).score,
-                "chrf": CHRF().corpus_score(hypotheses, references).score,
+                "bleu": corpus_score(BLEU(), hypotheses, references).score,
+                "chrf": corpus_score(CHRF(), hypotheses, references).score,
             })
         if rows and self.draws:
-            draw_scores(rows, BLEU().corpus_score(self.hypotheses, [self.references]).score, output_dir / FIGURE)
+            draw_scores(rows, corpus_score(BLEU(), self.hypotheses, self.references).score, output_dir / FIGURE)
         metrics: Metrics = {}
         for row in rows:
             metrics[f"bleu_by_length/{row['label']}"] = row["bleu"]

@@ -406,11 +406,11 @@ under DDP each rank is its own process.
 ### Scoring and translating: time and memory against the test split's size
 
 `python -m benchmarks.scale_evaluate`: `nlp.evaluate`, `nlp.translate` (the sources on stdin) and
-`vision.evaluate` at 1x, 10x and 100x a held-back test split, each process timed whole by
-`/usr/bin/time`, with checkpoints of two-step training runs; translations greedy and cut at
-16 subwords, the same at every size; "first" starts with an empty data cache (the test split
-encoded, or every image's decode checked), "cached" is the next run; "first line s" is the
-seconds to `nlp.translate`'s first line of output.
+`vision.evaluate` at the size of a held-back test split and at ten and a hundred times it, each
+process timed whole by `/usr/bin/time`, with checkpoints of two-step training runs; translations
+greedy and cut at 16 subwords, the same at every size; "first" starts with an empty data cache
+(the test split encoded, or every image's decode checked), "cached" is the next run; "first line
+s" is the seconds to `nlp.translate`'s first line of output.
 
 {scale_evaluate}
 

@@ -19,7 +19,7 @@ from core.errors import InputError
 from core.constraints import AUTO
 from core.training.plan.budget import FollowsThePlan, run_plan, stepping_bound
 from core.training.pretrained import require_same_network
-from nlp.corpus_scores import corpus_score
+from nlp.analysis.corpus_scores import corpus_score
 from nlp.data.batching import pad_batch
 from nlp.decoding import (
     DEFAULT_MAX_LEN_A,

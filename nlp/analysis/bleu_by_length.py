@@ -26,7 +26,7 @@ from sacrebleu.metrics import BLEU, CHRF
 
 from core.files.atomic import atomic_path
 from core.training.evaluation import EvaluationReport, Metrics
-from nlp.corpus_scores import corpus_score
+from nlp.analysis.corpus_scores import corpus_score
 from nlp.module import TranslationModule
 
 MAX_BUCKETS = 5

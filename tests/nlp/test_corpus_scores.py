@@ -1,6 +1,6 @@
-"""Corpus BLEU and chrF scored a chunk of sentences at a time (:mod:`nlp.corpus_scores`) are
-sacreBLEU's ``corpus_score`` of the whole split: the same score and signature, with no more than a
-chunk of references counted at once."""
+"""Corpus BLEU and chrF scored a chunk of sentences at a time
+(:mod:`nlp.analysis.corpus_scores`) are sacreBLEU's ``corpus_score`` of the whole split: the same
+score and signature, with no more than a chunk of references counted at once."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import random
 import pytest
 from sacrebleu.metrics import BLEU, CHRF
 
-from nlp.corpus_scores import corpus_score
+from nlp.analysis.corpus_scores import corpus_score
 from nlp.data.toy_corpus import TOY_PAIRS
 
 

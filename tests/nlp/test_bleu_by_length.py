@@ -20,6 +20,8 @@ from nlp.module import load_translator
 from tests.nlp.conftest import CONF, write_lines
 from tests.nlp.trained_translator import TEST_PAIRS, train_reverse_translator
 
+pytestmark = pytest.mark.xdist_group("bleu-by-length")  # one worker trains and evaluates the checkpoint, once
+
 
 @pytest.mark.parametrize(
     ("lengths", "buckets"),

@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks import (
-    attention_kernels, decoding_choice, dropout_speed, fine_tune, quality_report, report, translation_step,
+    attention_kernels, decoding_choice, dropout_speed, fine_tune, quality_report, report, scale_evaluate, translation_step,
 )
 from benchmarks.report import results_of, table
 from core.files.atomic import atomic_path
@@ -217,9 +217,7 @@ def scale_section(results_dir: Path) -> str:
 def scale_evaluate_section(results_dir: Path) -> str:
     found = latest_rows(latest_of(results_dir, "scale_evaluate"), lambda row: (row["command"], row["items"], row["run"]))
     found.sort(key=lambda item: (item[0]["command"], item[0]["items"], item[0]["run"] != "first"))
-    rows = [[f"`{row['command']}`", f"{row['items']:,}", row["run"], f"{row['seconds']:.0f}", f"{row['peak_mib']:,.0f}",
-             f"{row['first_line_s']:.1f}" if "first_line_s" in row else ""] for row, _, _ in found]
-    return table(["command", "test items", "run", "wall s", "peak MiB", "first line s"], rows) + "\n\n" + sources(found)
+    return scale_evaluate.markdown([row for row, _, _ in found]) + "\n\n" + sources(found)
 
 
 def scale_images_section(results_dir: Path) -> str:

@@ -58,14 +58,17 @@ def build_corpus(path: Path, pairs: int, locale_dir: str, seed: int = 0) -> Path
     return path
 
 
+TIME = ["/usr/bin/time", "-f", "TIME %M %e"]  # a command's prefix: its peak KiB and wall seconds, on stderr (measured)
+
+
 def timed(command: list[str], env: dict[str, str], log: Path) -> subprocess.Popen[bytes]:
     """Start ``command`` under ``/usr/bin/time``, its output and the time line into ``log``."""
     handle = log.open("wb")
-    return subprocess.Popen(["/usr/bin/time", "-f", "TIME %M %e", *command], cwd=ROOT, env=env, stdout=handle, stderr=subprocess.STDOUT)
+    return subprocess.Popen([*TIME, *command], cwd=ROOT, env=env, stdout=handle, stderr=subprocess.STDOUT)
 
 
 def measured(log: Path) -> dict[str, float]:
-    """Peak resident MiB and wall seconds from a log's time line."""
+    """Peak resident MiB and wall seconds from a log's time line (:data:`TIME`)."""
     line = next(line for line in log.read_text(errors="replace").splitlines() if line.startswith("TIME "))
     kib, seconds = line.split()[1:3]
     return {"peak_mib": round(int(kib) / 1024, 1), "seconds": round(float(seconds), 1)}

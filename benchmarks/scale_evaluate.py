@@ -70,8 +70,7 @@ def translate_run(ckpt: Path, sources: Path, log: Path, env: dict[str, str]) -> 
     start = time.perf_counter()
     with sources.open("rb") as stdin, log.open("wb") as stderr:
         process = subprocess.Popen(
-            ["/usr/bin/time", "-f", "TIME %M %e", *command], cwd=scale.ROOT, env=env, stdin=stdin,
-            stdout=subprocess.PIPE, stderr=stderr,
+            [*scale.TIME, *command], cwd=scale.ROOT, env=env, stdin=stdin, stdout=subprocess.PIPE, stderr=stderr,
         )
         assert process.stdout is not None
         first, lines = 0.0, 0
@@ -148,7 +147,7 @@ def markdown(rows: list[dict[str, Any]]) -> str:
     return table(
         ("command", "test items", "run", "wall s", "peak MiB", "first line s"),
         (
-            (row["command"], f"{row['items']:,}", row["run"], f"{row['seconds']:.0f}", f"{row['peak_mib']:,.0f}",
+            (f"`{row['command']}`", f"{row['items']:,}", row["run"], f"{row['seconds']:.0f}", f"{row['peak_mib']:,.0f}",
              f"{row['first_line_s']:.1f}" if "first_line_s" in row else "")
             for row in rows
         ),

@@ -26,7 +26,7 @@ from typing import Any
 import torch
 from omegaconf import DictConfig, OmegaConf
 
-from core.training.plan.precision import hardware_precision
+from core.training.plan.precision import AUTO, cpu_computes_bf16, hardware_precision
 
 CONF = Path(__file__).resolve().parents[1] / "conf"  # the project's Hydra configs
 
@@ -82,8 +82,9 @@ def cpu_name() -> str:
 
 
 def environment(device: torch.device, threads: int, command: str, **versions: str) -> dict[str, Any]:
-    """What the numbers depend on: library versions, device, threads, machine, and the command
-    that produced them."""
+    """What the numbers depend on: library versions, device, threads, machine (its CPU model, the
+    widest vector instructions PyTorch's CPU kernels use there, ``AVX2`` or ``AVX512``, and whether
+    it computes bfloat16, as ``trainer.precision=auto`` asks), and the command that produced them."""
     return {
         "time": datetime.now(timezone.utc).isoformat(timespec="seconds"),
         "torch": torch.__version__,
@@ -91,6 +92,8 @@ def environment(device: torch.device, threads: int, command: str, **versions: st
         "python": platform.python_version(),
         "device": torch.cuda.get_device_name(device) if device.type == "cuda" else "cpu",
         "cpu": cpu_name(),
+        "cpu_capability": torch.backends.cpu.get_cpu_capability(),
+        "cpu_bf16": cpu_computes_bf16(),
         "cpu_count": os.cpu_count(),
         "threads": threads,
         "command": command,
@@ -204,11 +207,18 @@ def run_training_cli(module: str, overrides: list[str], run_dir: Path, threads: 
     return json.loads((run_dir / "metrics.json").read_text()), wall
 
 
-def cli_precision(overrides: list[str], device: str) -> str:
-    """The precision a training CLI trains in: a ``trainer.precision`` override, else what
-    ``trainer.precision=auto`` (conf/trainer/default.yaml) resolves to on this hardware."""
+def precision_setting(overrides: list[str]) -> str:
+    """The ``trainer.precision`` a training CLI is given: a ``trainer.precision`` override, else
+    ``auto`` (conf/trainer/default.yaml)."""
     named = [override.split("=", 1)[1] for override in overrides if override.startswith("trainer.precision=")]
-    return named[-1] if named else hardware_precision("gpu" if device == "cuda" else "cpu")
+    return named[-1] if named else AUTO
+
+
+def cli_precision(overrides: list[str], device: str) -> str:
+    """The precision a training CLI trains in: its :func:`precision_setting`, with ``auto``
+    resolved as on this hardware."""
+    setting = precision_setting(overrides)
+    return hardware_precision("gpu" if device == "cuda" else "cpu") if setting == AUTO else setting
 
 
 def append_line(result: Mapping[str, Any], append: Path | None) -> None:

@@ -70,7 +70,7 @@ from torch import Tensor, nn
 import core
 from core.constraints import AUTO
 from benchmarks import corpora
-from benchmarks.common import CONF, cli_precision, environment, run_training_cli, table_result
+from benchmarks.common import CONF, cli_precision, environment, precision_setting, run_training_cli, table_result
 from benchmarks.report import budget_label, length_of, table
 from nlp.data.batching import Example, pad_batch
 from nlp.constraints import pad_multiple
@@ -165,7 +165,7 @@ def budget_overrides(unit: str, length: float) -> list[str]:
 def run_cli(budget: list[str], overrides: list[str], run_dir: Path, device: str, threads: int) -> dict[str, Any]:
     """``python -m nlp.train`` with the ``budget`` overrides; the figures of its ``metrics.json``
     (among them the cross entropy without label smoothing of its last validation and of the test,
-    ``val_nll`` and ``test_nll``), the precision it trained in, its ``model.dropout`` (an auto one with the rate it switches on at), its
+    ``val_nll`` and ``test_nll``), the precision it trained in and its setting (``auto`` unless an override names one), its ``model.dropout`` (an auto one with the rate it switches on at), its
     label smoothing, its width and feed-forward and the multiple its batches were padded to."""
     cli_overrides = [*overrides, f"trainer={'gpu' if device == 'cuda' else 'cpu'}", *budget, "logger=csv"]
     metrics, _ = run_training_cli("nlp.train", cli_overrides, run_dir, threads)
@@ -184,6 +184,7 @@ def run_cli(budget: list[str], overrides: list[str], run_dir: Path, device: str,
         "train_seconds": metrics["fit_seconds"],
         "steps": metrics["optimizer_steps"],
         "precision": cli_precision(overrides, device),
+        "precision_setting": precision_setting(overrides),
         "dropout": dropout,
         "label_smoothing": config.module.label_smoothing,
         "dim": config.model.dim,

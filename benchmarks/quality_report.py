@@ -9,8 +9,10 @@ For each run (data set or corpus, budget, seed, contender) the latest line wins,
 replaces its earlier figure and the history stays in the files. The plain loop's figure at a budget
 is its best peak rate there ("best of the rates tried"); figures are means over seeds with their
 range, and a lead over the loop is taken on the seeds both ran (which it names where either side
-ran others). The CLI's rows of each head are named by the recipe they trained with: the value of each
-default that changed, as one table per head holds them (:data:`VISION_SETTINGS`,
+ran others). Translation lines from a CPU that computes no bfloat16 (``cpu_bf16`` false in their
+``env``), where the defaults train in float32, make a table of their own. The CLI's rows of each
+head are named by the recipe they trained with: the value of each default that changed, as one
+table per head holds them (:data:`VISION_SETTINGS`,
 :data:`NMT_SETTINGS`; oldest change first, named newest first). Vision: the patch embedding (the
 convolutional stem is the default since it was measured on four sets; rows recorded before carry
 ``stem: patch`` or ``+ model.stem=conv``), the warmup cap (``budget.max_warmup_fraction``,
@@ -269,8 +271,11 @@ def rate_text(rate: float | str) -> str:
 
 
 def recorded_precision(row: Mapping[str, Any]) -> str:
-    """A translation row's precision: float32 where it recorded that or none (before
+    """A translation row's precision setting: ``auto`` where it recorded that setting (whatever
+    the hardware resolved it to); else float32 where it recorded that precision or none (before
     ``trainer.precision=auto``), else what ``auto`` chose."""
+    if row.get("precision_setting") == AUTO:
+        return AUTO
     return FLOAT32 if row.get("precision", FLOAT32) == FLOAT32 else AUTO
 
 
@@ -376,10 +381,19 @@ def nmt_defaults() -> dict[str, Any]:
 
 
 def machine_name(env: Mapping[str, Any]) -> str:
-    """The CPU model of a result's machine, trademarks dropped: 'Intel(R) Xeon(R) Processor' and
-    'Intel Xeon' are one machine."""
-    name = re.sub(r"\((R|TM)\)|\bProcessor\b|\bCPU\b", "", str(env.get("cpu", "")))
-    return " ".join(name.split())
+    """The CPU model of a result's machine, trademarks dropped ('Intel(R) Xeon(R) Processor' and
+    'Intel Xeon' are one machine), with the vector instructions its line recorded: 'AMD EPYC
+    (AVX2)' and 'AMD EPYC (AVX512)' are two."""
+    name = " ".join(re.sub(r"\((R|TM)\)|\bProcessor\b|\bCPU\b", "", str(env.get("cpu", ""))).split())
+    capability = env.get("cpu_capability")
+    return f"{name} ({capability})" if name and capability else name
+
+
+def without_bf16(env: Mapping[str, Any]) -> bool:
+    """Whether a result ran on a CPU that its line says computes no bfloat16, where
+    ``trainer.precision=auto`` trains in float32 (lines from before it was recorded ran on CPUs
+    with AVX512-BF16)."""
+    return env.get("device") == "cpu" and env.get("cpu_bf16") is False
 
 
 @dataclass(frozen=True)
@@ -669,8 +683,9 @@ def oldest_first(recipes: Iterable[str], runs: Iterable[Run]) -> list[str]:
 @dataclass(frozen=True)
 class Quality:
     """Everything the results page shows: the vision runs (the latest of each, the loop at its best
-    rate), the figures of each contender, the same of translation, and every run of each head (the
-    runs a lever is paired with)."""
+    rate), the figures of each contender, the same of translation, every run of each head (the
+    runs a lever is paired with), and the translation figures of CPUs without bfloat16
+    (``nmt_float32``, apart from the others: there the defaults train in float32)."""
 
     vision_runs: list[Run]
     vision: dict[tuple, Cell]
@@ -678,6 +693,7 @@ class Quality:
     nmt: dict[tuple, Cell]
     vision_every: list[Run]
     nmt_every: list[Run]
+    nmt_float32: dict[tuple, Cell]
 
     @cached_property
     def vision_effects(self) -> dict[str, list[Effect]]:
@@ -713,9 +729,14 @@ def measure(
     vision_every = vision_runs(lines, vision_defaults() if vision is None else vision)
     vision_best = best_rate(latest(vision_every))
     nmt_lines = read_lines(sorted(results_dir.glob("quality_nmt*.jsonl")), "quality_nmt")
-    nmt_every = nmt_runs(nmt_lines, nmt_defaults() if translation is None else translation)
+    nmt_today = nmt_defaults() if translation is None else translation
+    by_bf16: dict[bool, list[dict[str, Any]]] = {True: [], False: []}
+    for line in nmt_lines:
+        by_bf16[not without_bf16(line["env"])].append(line)
+    nmt_every = nmt_runs(by_bf16[True], nmt_today)
     nmt_latest = latest(nmt_every)
-    return Quality(vision_best, cells(vision_best), nmt_latest, cells(nmt_latest), vision_every, nmt_every)
+    float32 = cells(latest(nmt_runs(by_bf16[False], nmt_today)))
+    return Quality(vision_best, cells(vision_best), nmt_latest, cells(nmt_latest), vision_every, nmt_every, float32)
 
 
 def defaults_table(
@@ -978,6 +999,7 @@ def render(
         levers=levers or "(none)",
         nmt=defaults_table(nmt, NMT_DEFAULTS, NMT_LOOP, what="corpus") if nmt else "(no results)",
         nmt_multiples=budget_multiples(nmt, NMT_DEFAULTS, NMT_LOOP) if nmt else "(no results)",
+        nmt_float32=float32_machines(quality.nmt_float32),
         nmt_history=nmt_history or "(none)",
         nmt_levers=nmt_levers or "(none)",
     )
@@ -1056,6 +1078,14 @@ The lead as budget, as for the Vision Transformer:
 
 {nmt_multiples}
 
+### On a CPU without bfloat16
+
+Where the CPU has neither AVX512-BF16 nor AMX (AVX2 only, as many desktop and laptop CPUs),
+`trainer.precision=auto` trains in float32, as the loop does; every other default is the same.
+These runs are kept apart from the table above, both sides in one session:
+
+{nmt_float32}
+
 ### History
 
 The defaults changed since the first runs, oldest change first: {nmt_changes}.
@@ -1088,6 +1118,15 @@ def float32_budgets(runs: Iterable[Run]) -> str:
         "The vision defaults train in bf16 autocast where the hardware computes bfloat16 (`trainer.precision=auto`); "
         f"these figures of the defaults hold runs from before, in float32 (the same recipe, slower): {where}."
     )
+
+
+def float32_machines(figures: Mapping[tuple, Cell]) -> str:
+    """The translation defaults against the loop on CPUs without bfloat16 (:func:`without_bf16`),
+    with the machines they ran on."""
+    if not any(name == NMT_DEFAULTS for _, _, name in figures):
+        return "(no runs on such a CPU yet)"
+    machines = sorted({run.machine for cell in figures.values() for run in cell.runs})
+    return f"Machine: {', '.join(machines)}.\n\n" + defaults_table(figures, NMT_DEFAULTS, NMT_LOOP, what="corpus")
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -14,7 +14,8 @@ A page quotes a measurement between two markers that name it; the text between t
 Figure names (``kind:argument:...``):
 
 - ``table:vision`` / ``table:vision:SET;SET`` / ``table:translation``: today's defaults against the
-  plain loop, as on the results page (``benchmarks.quality_report``), for every set or the ones named.
+  plain loop, as on the results page (``benchmarks.quality_report``), for every set or the ones named;
+  ``table:translation-float32``: the same of translation on CPUs without bfloat16, with the machine.
 - ``lever:OVERRIDE``: one lever or earlier default (vision, else translation) against the defaults it
   changes, a list.
 - ``gain:OVERRIDE``: the least and the most the defaults gain over that lever, ``LOW to HIGH``;
@@ -278,6 +279,7 @@ FIGURES: dict[str, Callable[..., str]] = {
     "fine-tune": fine_tune_figure,
     "table:vision": vision_table,
     "table:translation": translation_table,
+    "table:translation-float32": lambda results: quality_report.float32_machines(results.quality.nmt_float32),
     "lever": lever,
     "gain": gain,
     "gains": gains,

@@ -272,6 +272,40 @@ def test_translation_runs_are_named_by_their_precision_and_float32_is_history(tm
     assert "- toy, 30 minutes: 25.0 with the earlier defaults (float32)." in page
 
 
+def test_translation_on_a_cpu_without_bf16_is_a_table_of_its_own(tmp_path: Path) -> None:
+    """Lines from a CPU that computes no bfloat16 hold the defaults in float32 (the ``auto`` setting
+    they recorded, not the float32 ablation) against the loop, in their own table under the
+    machine's name; the main table keeps the runs of the CPUs with bfloat16."""
+    cli = "nlp.train (transformer_mini)"
+    assert nmt_contender({"contender": cli, "precision": "32-true", "precision_setting": "auto"}) == Contender(NMT_DEFAULTS)
+    float32 = {"contender": f"{cli} + trainer.precision=32-true", "precision": "32-true", "precision_setting": "32-true"}
+    assert nmt_contender(float32) == Contender(NMT_FLOAT32, NMT_DEFAULTS, "trainer.precision=32-true")
+    assert quality_report.machine_name({"cpu": "AMD EPYC", "cpu_capability": "AVX2"}) == "AMD EPYC (AVX2)"
+    assert quality_report.machine_name({"cpu": "Intel(R) Xeon(R) Processor"}) == "Intel Xeon"
+
+    def nmt(env: dict, defaults: float, loop: float, precision: str) -> str:
+        rows = [{"corpus": "toy", "minutes": 8.0, "contender": cli, "bleu": defaults, "train_tokens_per_second": 300.0,
+                 "precision": precision, "precision_setting": "auto"},
+                {"corpus": "toy", "minutes": 8.0, "contender": NMT_LOOP, "bleu": loop, "train_tokens_per_second": 200.0}]
+        return json.dumps({"benchmark": "quality_nmt", "env": {"device": "cpu", **env}, "rows": rows})
+
+    folder = tmp_path / "results"
+    folder.mkdir()
+    (folder / "quality_nmt.jsonl").write_text("\n".join([
+        nmt({"time": "2026-01-01T00:00:00", "cpu": "Intel Xeon"}, 20.0, 5.0, "bf16-mixed"),
+        nmt({"time": "2026-01-02T00:00:00", "cpu": "AMD EPYC", "cpu_capability": "AVX2", "cpu_bf16": False}, 15.0, 4.0, "32-true"),
+    ]) + "\n")
+    page = quality_report.render(folder, None, translation=translation())
+    main, apart = page.split("### On a CPU without bfloat16")
+    assert cells_of(main, "| toy | 8 minutes |")[2:6] == ["5.0", "20.0", "+15.0", "1.50x"]
+    assert "Machine: AMD EPYC (AVX2)." in apart
+    assert cells_of(apart, "| toy | 8 minutes |")[2:6] == ["4.0", "15.0", "+11.0", "1.50x"]
+    empty = tmp_path / "none"
+    empty.mkdir()
+    (empty / "quality_nmt.jsonl").write_text(nmt({"time": "2026-01-01T00:00:00", "cpu": "Intel Xeon"}, 20.0, 5.0, "bf16-mixed") + "\n")
+    assert "(no runs on such a CPU yet)" in quality_report.render(empty, None, translation=translation())
+
+
 def test_a_pair_at_equal_steps_is_a_lever_in_words_and_no_budget_of_the_tables(tmp_path: Path) -> None:
     """Runs bounded by optimizer steps (``quality_nmt --steps``) set a lever against the defaults at
     the same steps; they are not a budget against the loop."""

@@ -29,6 +29,7 @@ import torch
 from sacrebleu.metrics import BLEU, CHRF
 
 from benchmarks.common import environment, table_result
+from nlp.analysis.corpus_scores import corpus_score
 from nlp.data.corpora import read_corpus
 from nlp.data.gettext import DEFAULT_LOCALE_DIR, read_gettext_corpus
 from nlp.data.toy_corpus import TOY_PAIRS
@@ -102,7 +103,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         torch.set_num_threads(args.threads)
     threads = torch.get_num_threads()
     pairs = test_pairs(args)
-    sources, references = [source for source, _ in pairs], [[target for _, target in pairs]]
+    sources, references = [source for source, _ in pairs], [target for _, target in pairs]
     with tempfile.TemporaryDirectory(prefix="ct2-speed-") as scratch:
         checkpoint = quick_checkpoint(Path(scratch)) if args.quick else Path(args.checkpoint)
         module = load_translator(checkpoint)
@@ -130,8 +131,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
             "sentences_per_s": round(len(sources) / median, 2),
             "median_s": round(median, 3),
             "samples_s": [round(value, 3) for value in seconds[name]],
-            "bleu": round(BLEU().corpus_score(outputs[name], references).score, 2),
-            "chrf": round(CHRF().corpus_score(outputs[name], references).score, 2),
+            "bleu": round(corpus_score(BLEU(), outputs[name], references).score, 2),
+            "chrf": round(corpus_score(CHRF(), outputs[name], references).score, 2),
             "same_as_pytorch": round(sum(a == b for a, b in zip(outputs[name], outputs["pytorch"])) / len(sources), 4),
             "size_mb": sizes[name],
         })

@@ -72,6 +72,7 @@ from core.constraints import AUTO
 from benchmarks import corpora
 from benchmarks.common import CONF, cli_precision, environment, precision_setting, run_training_cli, table_result
 from benchmarks.report import budget_label, length_of, table
+from nlp.analysis.corpus_scores import corpus_score
 from nlp.data.batching import Example, pad_batch
 from nlp.constraints import pad_multiple
 from nlp.data.datamodule import TranslationDataModule
@@ -322,8 +323,8 @@ def evaluate_plain(
         hypotheses += [tokenizer.decode(row.tolist()) for row in output]
         references += [tokenizer.decode(target) for _, target in chunk]
     return {
-        "bleu": BLEU().corpus_score(hypotheses, [references]).score,
-        "chrf": CHRF().corpus_score(hypotheses, [references]).score,
+        "bleu": corpus_score(BLEU(), hypotheses, references).score,
+        "chrf": corpus_score(CHRF(), hypotheses, references).score,
         "rep4": repetition_rate(hypotheses),
         "rep4_ref": repetition_rate(references),
     }

@@ -1122,11 +1122,14 @@ def float32_budgets(runs: Iterable[Run]) -> str:
 
 def float32_machines(figures: Mapping[tuple, Cell]) -> str:
     """The translation defaults against the loop on CPUs without bfloat16 (:func:`without_bf16`),
-    with the machines they ran on."""
+    with the machines they ran on, and the lead as budget (:func:`budget_multiples`)."""
     if not any(name == NMT_DEFAULTS for _, _, name in figures):
         return "(no runs on such a CPU yet)"
     machines = sorted({run.machine for cell in figures.values() for run in cell.runs})
-    return f"Machine: {', '.join(machines)}.\n\n" + defaults_table(figures, NMT_DEFAULTS, NMT_LOOP, what="corpus")
+    return (
+        f"Machine: {', '.join(machines)}.\n\n{defaults_table(figures, NMT_DEFAULTS, NMT_LOOP, what='corpus')}\n\n"
+        f"The lead as budget:\n\n{budget_multiples(figures, NMT_DEFAULTS, NMT_LOOP)}"
+    )
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -300,6 +300,7 @@ def test_translation_on_a_cpu_without_bf16_is_a_table_of_its_own(tmp_path: Path)
     assert cells_of(main, "| toy | 8 minutes |")[2:6] == ["5.0", "20.0", "+15.0", "1.50x"]
     assert "Machine: AMD EPYC (AVX2)." in apart
     assert cells_of(apart, "| toy | 8 minutes |")[2:6] == ["4.0", "15.0", "+11.0", "1.50x"]
+    assert "The lead as budget:\n\n(no data set has the loop at a larger budget under the defaults)" in apart
     empty = tmp_path / "none"
     empty.mkdir()
     (empty / "quality_nmt.jsonl").write_text(nmt({"time": "2026-01-01T00:00:00", "cpu": "Intel Xeon"}, 20.0, 5.0, "bf16-mixed") + "\n")

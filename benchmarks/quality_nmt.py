@@ -166,7 +166,8 @@ def budget_overrides(unit: str, length: float) -> list[str]:
 def run_cli(budget: list[str], overrides: list[str], run_dir: Path, device: str, threads: int) -> dict[str, Any]:
     """``python -m nlp.train`` with the ``budget`` overrides; the figures of its ``metrics.json``
     (among them the cross entropy without label smoothing of its last validation and of the test,
-    ``val_nll`` and ``test_nll``), the precision it trained in and its setting (``auto`` unless an override names one), its ``model.dropout`` (an auto one with the rate it switches on at), its
+    ``val_nll`` and ``test_nll``), the precision it trained in and its setting (``auto`` unless an
+    override names one), its ``model.dropout`` (an auto one with the rate it switches on at), its
     label smoothing, its width and feed-forward and the multiple its batches were padded to."""
     cli_overrides = [*overrides, f"trainer={'gpu' if device == 'cuda' else 'cpu'}", *budget, "logger=csv"]
     metrics, _ = run_training_cli("nlp.train", cli_overrides, run_dir, threads)

@@ -174,21 +174,22 @@ def commands(results: Results) -> str:
     )
 
 
+def seconds_or_peak(process: Mapping[str, Any], what: str) -> str:
+    """A timed process's wall seconds (``what`` ``seconds``) or peak MiB (``peak``), as
+    :func:`benchmarks.scale.measured` records them."""
+    return f"{process['seconds']:.0f} s" if what == "seconds" else f"{process['peak_mib']:,.0f} MiB"
+
+
 def scale(results: Results, pairs: str, run: str, what: str) -> str:
     row = results.row("scale", lambda row: row["pairs"] == int(pairs) and row["run"] == run)
-    process = row["processes"][0]
-    return f"{process['seconds']:.0f} s" if what == "seconds" else f"{process['peak_mib']:,.0f} MiB"
+    return seconds_or_peak(row["processes"][0], what)
 
 
 def scale_evaluate(results: Results, command: str, items: str, run: str, what: str) -> str:
     """``benchmarks.scale_evaluate``: the wall seconds, peak MiB or (``nlp.translate``) seconds to the
     first line of ``command`` at ``items`` test items, its ``run`` (``first``, ``cached``, ``-``)."""
     row = results.row("scale_evaluate", lambda row: (row["command"], row["items"], row["run"]) == (command, int(items), run))
-    if what == "seconds":
-        return f"{row['seconds']:.0f} s"
-    if what == "peak":
-        return f"{row['peak_mib']:,.0f} MiB"
-    return f"{row['first_line_s']:.1f} s"
+    return f"{row['first_line_s']:.1f} s" if what == "first-line" else seconds_or_peak(row, what)
 
 
 def images_held(results: Results, train: str, what: str = "") -> str:

@@ -67,6 +67,14 @@ def timed(command: list[str], env: dict[str, str], log: Path) -> subprocess.Pope
     return subprocess.Popen([*TIME, *command], cwd=ROOT, env=env, stdout=handle, stderr=subprocess.STDOUT)
 
 
+def timed_run(command: list[str], env: dict[str, str], log: Path) -> dict[str, float]:
+    """Run ``command`` to its end under ``/usr/bin/time`` (:func:`timed`); its peak MiB and wall
+    seconds (:func:`measured`), refused where it failed."""
+    if timed(command, env, log).wait():
+        raise RuntimeError(f"{' '.join(command)} failed; see {log}")
+    return measured(log)
+
+
 def measured(log: Path) -> dict[str, float]:
     """Peak resident MiB and wall seconds from a log's time line (:data:`TIME`)."""
     line = next(line for line in log.read_text(errors="replace").splitlines() if line.startswith("TIME "))
@@ -91,9 +99,7 @@ def run(corpus: Path, valid: Path, cache: Path, run_dir: Path, ddp: bool) -> lis
     env = {**os.environ, "OMP_NUM_THREADS": "1" if ddp else os.environ.get("OMP_NUM_THREADS", "2")}
     command = train_command(corpus, valid, cache, run_dir, ddp)
     if not ddp:
-        log = run_dir.with_suffix(".log")
-        timed(command, env, log).wait()
-        return [measured(log)]
+        return [timed_run(command, env, run_dir.with_suffix(".log"))]
     ranks = {"MASTER_ADDR": "127.0.0.1", "MASTER_PORT": "29533", "WORLD_SIZE": "2", "NODE_RANK": "0"}
     logs = [run_dir.with_suffix(f".rank{rank}.log") for rank in (0, 1)]
     processes = [

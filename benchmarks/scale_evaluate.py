@@ -50,17 +50,10 @@ def trained(run_dir: Path, command: list[str], env: dict[str, str]) -> Path:
     found = run_dir / "checkpoints" / "last.ckpt"
     if not found.is_file():
         shutil.rmtree(run_dir, ignore_errors=True)
-        timed_run(command, run_dir.with_suffix(".log"), env)
+        scale.timed_run(command, env, run_dir.with_suffix(".log"))
     if not found.is_file():
         raise FileNotFoundError(f"{found} was not written; see {run_dir.with_suffix('.log')}")
     return found
-
-
-def timed_run(command: list[str], log: Path, env: dict[str, str]) -> dict[str, float]:
-    """Run ``command`` to its end under ``/usr/bin/time``; its peak MiB and wall seconds."""
-    if scale.timed(command, env, log).wait():
-        raise RuntimeError(f"{' '.join(command)} failed; see {log}")
-    return scale.measured(log)
 
 
 def translate_run(ckpt: Path, sources: Path, log: Path, env: dict[str, str]) -> dict[str, float]:
@@ -105,7 +98,7 @@ def translation_rows(
                 f"module.max_decode_len={MAX_DECODE}", f"hydra.run.dir={eval_dir}",
             ]
             rows.append({"command": "nlp.evaluate", "items": count, "run": kind,
-                         **timed_run(command, eval_dir.with_suffix(".log"), env)})
+                         **scale.timed_run(command, env, eval_dir.with_suffix(".log"))})
             print(markdown(rows[-1:]).splitlines()[-1], flush=True)
         if "nlp.translate" not in commands:
             continue
@@ -138,7 +131,7 @@ def vision_rows(out_dir: Path, images: list[int], env: dict[str, str], runs: lis
                 f"data.root={built.folder}", f"data.cache_dir={cache}", f"hydra.run.dir={eval_dir}",
             ]
             rows.append({"command": "vision.evaluate", "items": count, "run": kind,
-                         **timed_run(command, eval_dir.with_suffix(".log"), env)})
+                         **scale.timed_run(command, env, eval_dir.with_suffix(".log"))})
             print(markdown(rows[-1:]).splitlines()[-1], flush=True)
     return rows
 

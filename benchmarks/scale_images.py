@@ -35,7 +35,7 @@ from benchmarks import proving_grounds
 from benchmarks.common import environment, table_result
 from benchmarks.quality_vision import CPU_MODEL
 from benchmarks.report import table
-from benchmarks.scale import measured, timed
+from benchmarks.scale import timed, timed_run
 
 SET = "cluttered-digits"
 EVAL_COUNTS = {"val": 5_000, "test": 10_000}
@@ -115,10 +115,9 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         for kind, in_memory in RUNS:
             run_dir = out_dir / f"run{train}_{kind}_{in_memory}"
             shutil.rmtree(run_dir, ignore_errors=True)
-            log = run_dir.with_suffix(".log")
-            timed(train_command(built.folder, cache, run_dir, in_memory), env, log).wait()
+            measurement = timed_run(train_command(built.folder, cache, run_dir, in_memory), env, run_dir.with_suffix(".log"))
             rows.append({"train": train, "images": sum(built.counts.values()), "png_mb": png_mb, "run": kind,
-                         "in_memory": in_memory, **measured(log)})
+                         "in_memory": in_memory, **measurement})
             print(markdown(rows[-1:]).splitlines()[-1], flush=True)
     table = markdown(rows)
     speed: list[dict[str, Any]] = []

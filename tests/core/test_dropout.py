@@ -43,16 +43,29 @@ def test_the_expectation_is_unchanged(p: float) -> None:
     assert abs(y.mean().item() - 1.0) < 5 * sigma
 
 
-def test_the_four_elements_of_one_draw_are_independent() -> None:
-    """Four bfloat16 elements share one 64-bit draw; at p = 0.5 all four are dropped 1/16 of the
-    time, and each pair of them 1/4."""
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float32])
+def test_the_four_elements_of_one_draw_are_independent(dtype: torch.dtype) -> None:
+    """Four elements share one 64-bit draw, whatever their width; at p = 0.5 all four are dropped
+    1/16 of the time, and each pair of them 1/4."""
     torch.manual_seed(2)
-    dropped = (dropout(torch.ones(COUNT, dtype=torch.bfloat16), 0.5) == 0).view(-1, 4).double()
+    dropped = (dropout(torch.ones(COUNT, dtype=dtype), 0.5) == 0).view(-1, 4).double()
     groups = dropped.shape[0]
     assert abs(dropped.prod(dim=1).mean().item() - 1 / 16) < 5 * math.sqrt(1 / 16 * 15 / 16 / groups)
     for i in range(3):
         both = (dropped[:, i] * dropped[:, i + 1]).mean().item()
         assert abs(both - 1 / 4) < 5 * math.sqrt(1 / 4 * 3 / 4 / groups)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_one_draw_serves_four_elements_of_any_width(dtype: torch.dtype) -> None:
+    """The generator moves on by one 64-bit draw per four elements: a float32 mask costs the draws
+    of a bfloat16 one."""
+    torch.manual_seed(7)
+    dropout(torch.ones(4096, dtype=dtype), 0.1)
+    after_mask = torch.empty(4, dtype=torch.int64).random_()
+    torch.manual_seed(7)
+    torch.empty(4096 // 4, dtype=torch.int64).random_()
+    assert torch.equal(torch.empty(4, dtype=torch.int64).random_(), after_mask)
 
 
 def test_the_gradient_is_the_mask() -> None:

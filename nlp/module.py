@@ -152,14 +152,22 @@ class TranslationModule(FollowsThePlan, pl.LightningModule):
             return float(setting)
         return (self.auto_smoothing or 0.0) if training else FULL_SMOOTHING
 
-    def smoothed(self, logits: Tensor, targets: Tensor, training: bool) -> Tensor:
-        """Mean label-smoothed cross entropy per target token (Section 5.4), at :meth:`smoothing`."""
-        return F.cross_entropy(logits, targets, label_smoothing=self.smoothing(training))
+    def evaluation_losses(self, logits: Tensor, targets: Tensor) -> tuple[Tensor, Tensor]:
+        """The evaluation's mean label-smoothed cross entropy per target token (Section 5.4, at
+        :meth:`smoothing`) and its summed negative log-likelihood without smoothing, from one
+        log-softmax: with ``-log p`` of each of the V subwords, the smoothed loss of a token is
+        ``(1 - eps) * nll + eps * mean(-log p)``, ``F.cross_entropy``'s ``label_smoothing``."""
+        eps = self.smoothing(training=False)
+        log_probs = logits.log_softmax(-1)  # (N, V)
+        nll = -log_probs.gather(1, targets.unsqueeze(1)).squeeze(1)  # (N,)
+        smoothed = (1.0 - eps) * nll + eps * -log_probs.mean(-1)  # (N,)
+        return smoothed.mean(), nll.sum()
 
     def loss(self, batch: Batch) -> tuple[Tensor, int]:
-        """Mean label-smoothed cross entropy per target token of the training loss, and the number of tokens."""
+        """Mean label-smoothed cross entropy per target token of the training loss (Section 5.4, at
+        :meth:`smoothing`), and the number of tokens."""
         logits, targets = self.predictions(batch)
-        return self.smoothed(logits, targets, training=True), len(targets)
+        return F.cross_entropy(logits, targets, label_smoothing=self.smoothing(training=True)), len(targets)
 
     def follow_plan(self) -> None:
         """Size the settings left at ``auto`` to the planned passes over the corpus
@@ -280,9 +288,9 @@ class TranslationModule(FollowsThePlan, pl.LightningModule):
         """Log the loss of ``batch``, and gather its unsmoothed negative log-likelihood for the
         epoch's ``nll`` and ``ppl``; with ``decode``, also translate it for the epoch's BLEU."""
         logits, targets = self.predictions(batch)
-        loss = self.smoothed(logits, targets, training=False)
+        loss, nll = self.evaluation_losses(logits.detach(), targets)
         self.log(f"{stage}/loss", loss, prog_bar=True, batch_size=len(targets), sync_dist=True)
-        nll = F.cross_entropy(logits, targets, reduction="sum").detach().double()
+        nll = nll.double()
         totals = torch.stack([nll, nll.new_tensor(len(targets))])  # (2,): summed nll, tokens
         self.nll_totals[stage] = self.nll_totals.get(stage, 0) + totals
         if decode:

@@ -60,20 +60,27 @@ def test_validation_logs_the_unsmoothed_nll_and_its_perplexity_over_all_tokens(
     batches = [long, short]
     trainer = pl.Trainer(logger=False, enable_progress_bar=False, enable_model_summary=False)
     trainer.validate(module, torch.utils.data.DataLoader(batches, batch_size=None))
-    negative_log_likelihoods = []
+    negative_log_likelihoods, smoothed_losses = [], []
     with torch.no_grad():
         for batch in batches:
             log_probs = module.net(batch["source"], batch["target"][:, :-1]).log_softmax(-1)
             labels = batch["target"][:, 1:]
+            real = labels.ne(toy_tokenizer.pad_id)
             picked = -log_probs.gather(-1, labels.unsqueeze(-1)).squeeze(-1)
-            negative_log_likelihoods.append(picked[labels.ne(toy_tokenizer.pad_id)])
+            negative_log_likelihoods.append(picked[real])
+            # Section 5.4: the one-hot target mixed with a uniform distribution, weight eps = 0.1.
+            vocab = log_probs.shape[-1]
+            smoothed = 0.9 * torch.nn.functional.one_hot(labels, vocab) + 0.1 / vocab
+            smoothed_losses.append(-(smoothed * log_probs).sum(-1)[real])
     every = torch.cat(negative_log_likelihoods)
     assert [len(part) for part in negative_log_likelihoods] == [10, 2]
     metrics = trainer.callback_metrics
     torch.testing.assert_close(metrics["val/nll"], every.mean())
     # exp turns the NLL's absolute rounding (float32 sums in another order) into relative error.
     torch.testing.assert_close(metrics["val/ppl"], every.mean().exp(), rtol=1e-5, atol=0.0)
-    assert abs(float(metrics["val/loss"]) - float(metrics["val/nll"])) > 1e-3  # the logged loss is the smoothed one
+    # The logged loss is the smoothed one, each batch's mean weighed by its tokens.
+    torch.testing.assert_close(metrics["val/loss"], torch.cat(smoothed_losses).mean())
+    assert abs(float(metrics["val/loss"]) - float(metrics["val/nll"])) > 1e-3
     # A model cast to 16 bits keeps its totals in float64: the same figure, to bfloat16's rounding of the weights.
     in_bf16 = pl.Trainer(precision="bf16-true", logger=False, enable_progress_bar=False, enable_model_summary=False)
     in_bf16.validate(module, torch.utils.data.DataLoader(batches, batch_size=None))

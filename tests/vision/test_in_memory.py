@@ -96,6 +96,22 @@ def test_auto_holds_what_fits_with_the_pad_crop(tmp_path: Path, monkeypatch: pyt
     assert ImageFolderDataModule(**{**auto, "in_memory": False}).holds_in_memory(1) is False
 
 
+def test_an_evaluation_of_one_split_holds_it_where_it_fits(tmp_path: Path) -> None:
+    """An evaluation of ``test/`` alone holds that folder under ``auto``, decoded before the first
+    batch, and reads its files under ``false``: the same items."""
+    write_image_folder(tmp_path, {"train": {"a": 3, "b": 3}, "test": {"a": 2, "b": 1}})
+    evaluations = []
+    for in_memory in ("auto", False):
+        data = ImageFolderDataModule(root=str(tmp_path), img_size=16, batch_size=2, in_memory=in_memory, **PLAIN)
+        data.select_split("test")
+        data.setup("test")
+        evaluations.append(data.test_set)
+    held, files = evaluations
+    assert isinstance(held, InMemoryImages) and isinstance(files, FixedClassImageFolder)
+    assert held.images.shape == (3, 16, 16, 3)
+    assert_same_items(held, files)
+
+
 def test_in_memory_true_needs_the_pad_crop_and_a_known_value(tmp_path: Path) -> None:
     with pytest.raises(InputError, match=r"data.in_memory=true holds images .* set data.crop=pad"):
         ImageFolderDataModule(root=str(tmp_path), img_size=16, crop="random_resized", in_memory=True, **PLAIN)

@@ -7,7 +7,7 @@ from unittest import mock
 
 import torch
 
-from benchmarks import common
+from benchmarks import common, report
 
 
 def test_a_result_records_the_cpus_vector_instructions_and_bfloat16() -> None:
@@ -31,3 +31,11 @@ def test_the_precision_setting_is_the_last_override_or_auto_and_auto_follows_the
         with mock.patch("torch.cpu._is_avx512_bf16_supported", return_value=bf16), \
                 mock.patch("torch.cpu._is_amx_tile_supported", return_value=False):
             assert common.cli_precision([], "cpu") == precision
+
+
+def test_a_results_source_line_names_the_recorded_instructions() -> None:
+    """Two machines that report one CPU name are told apart by the instructions their lines recorded."""
+    env = {"command": "python -m benchmarks.x", "time": "t", "torch": "2", "device": "cpu", "cpu": "AMD EPYC",
+           "cpu_count": 2, "threads": 2}
+    assert "device cpu (AMD EPYC, 2 cores)" in report.environment_line({"env": env})
+    assert "device cpu (AMD EPYC, AVX2, 2 cores)" in report.environment_line({"env": {**env, "cpu_capability": "AVX2"}})

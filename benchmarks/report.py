@@ -70,7 +70,8 @@ def speed(results: Mapping[str, Any], name: str) -> float | None:
 def environment_line(result: Mapping[str, Any]) -> str:
     env = result["env"]
     versions = ", ".join(f"{key} {env[key]}" for key in ("torch", "timm", "transformers") if key in env)
-    instructions = f", {env['cpu_capability']}" if env.get("cpu_capability") else ""  # recorded since AVX2 and AVX-512 machines share a name
+    # The vector instructions, where the line recorded them: AVX2 and AVX-512 machines share a name.
+    instructions = f", {env['cpu_capability']}" if env.get("cpu_capability") else ""
     return (
         f"`{env['command']}` at {env['time']}: {versions}; device {env['device']} ({env['cpu']}{instructions}, "
         f"{env['cpu_count']} cores), threads: {env['threads']}."

@@ -35,6 +35,14 @@ def toy_batch(tokenizer: SubwordTokenizer) -> dict[str, torch.Tensor]:
     return Collator(tokenizer.pad_id)(examples)
 
 
+def smoothed_cross_entropy(log_probs: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
+    """Section 5.4 per position: the cross entropy against the one-hot target mixed with a uniform
+    distribution, weight eps = 0.1."""
+    vocab = log_probs.shape[-1]
+    smoothed = 0.9 * torch.nn.functional.one_hot(labels, vocab) + 0.1 / vocab
+    return -(smoothed * log_probs).sum(-1)
+
+
 def test_loss_is_label_smoothed_cross_entropy_over_real_tokens(module: TranslationModule, toy_tokenizer: SubwordTokenizer) -> None:
     batch = toy_batch(toy_tokenizer)
     loss, tokens = module.loss(batch)
@@ -42,10 +50,7 @@ def test_loss_is_label_smoothed_cross_entropy_over_real_tokens(module: Translati
         log_probs = module.net(batch["source"], batch["target"][:, :-1]).log_softmax(-1)
     labels = batch["target"][:, 1:]
     real = labels.ne(toy_tokenizer.pad_id)
-    # Section 5.4: the one-hot target mixed with a uniform distribution, weight eps = 0.1.
-    vocab = log_probs.shape[-1]
-    smoothed = 0.9 * torch.nn.functional.one_hot(labels, vocab) + 0.1 / vocab
-    expected = -(smoothed * log_probs).sum(-1)[real].mean()
+    expected = smoothed_cross_entropy(log_probs, labels)[real].mean()
     assert tokens == int(real.sum()) == module.count_items(batch) == 3 + 1 + 5 + 1
     torch.testing.assert_close(loss.detach(), expected)
 
@@ -68,10 +73,7 @@ def test_validation_logs_the_unsmoothed_nll_and_its_perplexity_over_all_tokens(
             real = labels.ne(toy_tokenizer.pad_id)
             picked = -log_probs.gather(-1, labels.unsqueeze(-1)).squeeze(-1)
             negative_log_likelihoods.append(picked[real])
-            # Section 5.4: the one-hot target mixed with a uniform distribution, weight eps = 0.1.
-            vocab = log_probs.shape[-1]
-            smoothed = 0.9 * torch.nn.functional.one_hot(labels, vocab) + 0.1 / vocab
-            smoothed_losses.append(-(smoothed * log_probs).sum(-1)[real])
+            smoothed_losses.append(smoothed_cross_entropy(log_probs, labels)[real])
     every = torch.cat(negative_log_likelihoods)
     assert [len(part) for part in negative_log_likelihoods] == [10, 2]
     metrics = trainer.callback_metrics

@@ -23,8 +23,12 @@ class FeedForward(nn.Module):
         dim: model width d_model.
         hidden_dim: inner width d_ff (2048 for d_model 512 in the paper).
         activation: ``relu`` or ``gelu``.
-        dropout: dropout after the activation and after ``fc2``.
+        dropout: dropout after ``fc2``, and after the activation unless ``activation_dropout``
+            says otherwise.
         bias: whether the linear layers have biases.
+        activation_dropout: dropout after the activation; None: ``dropout``, as timm's ``Mlp``.
+            The paper's Section 5.4 drops only the sublayer's output, fairseq's
+            ``--activation-dropout`` is 0 by default: ``activation_dropout=0``.
     """
 
     def __init__(
@@ -34,11 +38,12 @@ class FeedForward(nn.Module):
         activation: str = "relu",
         dropout: float = 0.0,
         bias: bool = True,
+        activation_dropout: float | None = None,
     ) -> None:
         super().__init__()
         self.fc1 = nn.Linear(dim, hidden_dim, bias=bias)
         self.act = make_activation(activation)
-        self.drop1 = Dropout(dropout)
+        self.drop1 = Dropout(dropout if activation_dropout is None else activation_dropout)
         self.fc2 = nn.Linear(hidden_dim, dim, bias=bias)
         self.drop2 = Dropout(dropout)
 

@@ -61,6 +61,8 @@ class ResidualLayer(nn.Module):
         mlp_ratio: d_ff / d_model when ``ffn_dim`` is None.
         dropout: residual dropout P_drop on each sublayer output (and inside the FFN).
         attn_dropout: dropout on attention weights.
+        activation_dropout: dropout after the FFN's activation; None: ``dropout``
+            (:class:`core.feedforward.FeedForward`).
         activation: ``relu`` (the paper) or ``gelu`` (ViT).
         norm_first: pre-norm if True, the paper's post-norm if False.
         drop_path: stochastic depth probability of each residual branch.
@@ -90,6 +92,7 @@ class ResidualLayer(nn.Module):
         bias: bool = True,
         head_dim: int | None = None,
         locality: bool = False,
+        activation_dropout: float | None = None,
     ) -> None:
         super().__init__()
         self.norm_first = norm_first
@@ -97,7 +100,8 @@ class ResidualLayer(nn.Module):
             norm, scale, path = branch_parts(dim, norm_eps, layer_scale, drop_path)
             self.add_module(f"norm{index}", norm)
             if name == "mlp":
-                sublayer: nn.Module = FeedForward(dim, ffn_width(dim, ffn_dim, mlp_ratio), activation, dropout, bias)
+                width = ffn_width(dim, ffn_dim, mlp_ratio)
+                sublayer: nn.Module = FeedForward(dim, width, activation, dropout, bias, activation_dropout)
             else:
                 sublayer = MultiHeadAttention(
                     dim, num_heads, attn_dropout, bias, head_dim, proj_dropout=dropout, locality=locality

@@ -27,7 +27,8 @@ class Stack(nn.Module):
         drop_path: stochastic depth of the last layer (rising linearly from 0).
         norm_eps: LayerNorm epsilon.
         **layer_kwargs: the other layer arguments (``ffn_dim``, ``mlp_ratio``, ``dropout``,
-            ``attn_dropout``, ``activation``, ``layer_scale``, ``bias``, ``head_dim``, ``locality``).
+            ``attn_dropout``, ``activation_dropout``, ``activation``, ``layer_scale``, ``bias``,
+            ``head_dim``, ``locality``).
     """
 
     layer_class: type[ResidualLayer]

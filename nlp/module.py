@@ -39,7 +39,7 @@ from nlp.recipe import FULL_DROPOUT, FULL_SMOOTHING, dropout as planned_dropout,
 log = logging.getLogger(__name__)
 
 Batch = dict[str, Tensor]
-FREE_SETTINGS = ("dropout", "attn_dropout", "word_dropout")  # the network settings trained weights do not fix
+FREE_SETTINGS = ("dropout", "attn_dropout", "activation_dropout", "word_dropout")  # the network settings trained weights do not fix
 AUTO_REGULARIZATION = "auto_regularization"  # the checkpoint's key of the auto dropout and label smoothing in force
 
 
@@ -200,9 +200,12 @@ class TranslationModule(FollowsThePlan, pl.LightningModule):
                 self.auto_smoothing = smoothing
 
     def set_dropout(self, rate: float) -> None:
-        """Every dropout layer of the network at ``rate`` (the auto dropout)."""
+        """Every dropout layer of the network at ``rate`` (the auto dropout), but the feed-forward
+        activation's where ``model.activation_dropout`` sets its own."""
+        own_rate = self.hparams.model.get("activation_dropout") is not None
+        kept = {module.drop1 for module in self.net.modules() if own_rate and isinstance(module, core.FeedForward)}
         for layer in self.net.modules():
-            if isinstance(layer, torch.nn.Dropout):
+            if isinstance(layer, torch.nn.Dropout) and layer not in kept:
                 layer.p = rate
 
     def on_train_batch_start(self, batch: Any, batch_idx: int) -> None:

@@ -31,6 +31,8 @@ class Seq2SeqTransformer(nn.Module):
         ffn_dim: feed-forward inner width d_ff.
         dropout: P_drop on embeddings and every sublayer output.
         attn_dropout: dropout on attention weights.
+        activation_dropout: dropout after the feed-forward activation; None: ``dropout`` (timm's
+            ``Mlp``), 0: the paper's Section 5.4 and fairseq's default.
         word_dropout: probability of dropping a token's whole embedding, source and target
             (:class:`core.WordDropout`; 0 = off).
         activation: feed-forward activation, ``relu`` (the paper) or ``gelu``.
@@ -56,6 +58,7 @@ class Seq2SeqTransformer(nn.Module):
         ffn_dim: int = 2048,
         dropout: float = 0.1,
         attn_dropout: float = 0.0,
+        activation_dropout: float | None = None,
         word_dropout: float = 0.0,
         activation: str = "relu",
         norm_first: bool = False,
@@ -78,7 +81,9 @@ class Seq2SeqTransformer(nn.Module):
         self.tgt_embed = self.src_embed if share_embeddings else nn.Embedding(tgt_vocab_size, dim, padding_idx=pad_id)
         self.word_dropout = core.WordDropout(word_dropout)
         self.pos_encoding = core.SinusoidalPositionalEncoding(dim, max_len, dropout)
-        layer_kwargs = dict(ffn_dim=ffn_dim, dropout=dropout, attn_dropout=attn_dropout, activation=activation)
+        layer_kwargs = dict(
+            ffn_dim=ffn_dim, dropout=dropout, attn_dropout=attn_dropout, activation_dropout=activation_dropout, activation=activation
+        )
         self.encoder = core.Encoder(dim, encoder_depth, num_heads, norm_first=norm_first, **layer_kwargs)
         self.decoder = core.Decoder(dim, decoder_depth, num_heads, norm_first=norm_first, **layer_kwargs)
         self.output = nn.Linear(dim, tgt_vocab_size, bias=False)

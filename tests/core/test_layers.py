@@ -66,3 +66,24 @@ def test_layer_scale_and_drop_path_act_only_where_asked() -> None:
     assert 0 < int(dropped.sum()) < 64  # some samples lose both branches, others keep them
     with pytest.raises(ValueError, match="activation must be one of relu, gelu, got 'swish'"):
         core.EncoderLayer(DIM, HEADS, activation="swish")
+
+
+def test_the_feed_forward_drops_after_its_activation_only_where_asked() -> None:
+    torch.manual_seed(0)
+    x = torch.randn(4, 6, DIM)
+    paper = core.FeedForward(DIM, FFN, dropout=0.5, activation_dropout=0.0)
+    timm = core.FeedForward(DIM, FFN, dropout=0.5)
+    timm.load_state_dict(paper.state_dict())
+    expected = paper.eval()(x)
+    # Section 5.4: only the output is dropped, so each element is 0 or twice the evaluated one.
+    got = paper.train()(x)
+    kept = got != 0
+    assert 0 < int(kept.sum()) < got.numel()
+    torch.testing.assert_close(got[kept], 2 * expected[kept])
+    # timm's Mlp also drops the hidden activations: the kept outputs are other sums.
+    got = timm.train()(x)
+    kept = got != 0
+    assert not torch.allclose(got[kept], 2 * expected[kept])
+    assert (timm.drop1.p, timm.drop2.p, paper.drop1.p, paper.drop2.p) == (0.5, 0.5, 0.0, 0.5)
+    layer = core.DecoderLayer(DIM, HEADS, ffn_dim=FFN, dropout=0.1, activation_dropout=0.0)
+    assert (layer.mlp.drop1.p, layer.mlp.drop2.p) == (0.0, 0.1)

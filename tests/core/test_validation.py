@@ -82,6 +82,7 @@ def test_every_shipped_preset_passes(local_data: dict[str, tuple[str, ...]]) -> 
         ("nlp", ["data.max_tokens=-5"], "data.max_tokens must be a whole number of at least 1, or auto, got -5"),
         ("nlp", ["model.activation=tanh"], "model.activation must be one of relu, gelu"),
         ("nlp", ["model.word_dropout=1"], r"model.word_dropout must be a number in \[0, 1\), got 1"),
+        ("nlp", ["model.activation_dropout=1"], r"model.activation_dropout must be a number in \[0, 1\) or null, got 1"),
         ("nlp", ["module.betas=[0.9,1.5]"], r"module.betas must be two numbers in \[0, 1\)"),
         ("nlp", ["data.corpus=web"], "data.corpus must be one of toy, files, hf"),
         ("nlp", ["model.max_len=1"], "model.max_len must be a whole number of at least 2"),

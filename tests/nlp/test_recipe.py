@@ -11,6 +11,8 @@ import pytest
 import torch
 from torch.utils.data import DataLoader
 
+import core
+
 from core.training.plan.budget import TrainingBudget
 from core.training.runner import train
 from nlp import recipe
@@ -68,6 +70,20 @@ def test_the_dropout_layers_follow_the_plan(toy_tokenizer: SubwordTokenizer) -> 
     trainer.fit(module, loader)
     (rate,) = dropout_rates(module)
     assert rate == pytest.approx(dropout(7.0)) and MIN_DROPOUT < rate < FULL_DROPOUT
+
+
+def test_an_activation_dropout_of_its_own_stays_while_the_auto_dropout_follows_the_plan(
+    toy_tokenizer: SubwordTokenizer,
+) -> None:
+    module = TranslationModule(model={**TINY, "dropout": "auto", "activation_dropout": 0.0}, tokenizer=toy_tokenizer.to_json())
+    feed_forwards = [layer for layer in module.net.modules() if isinstance(layer, core.FeedForward)]
+    assert len(feed_forwards) == 2  # one encoder and one decoder layer
+    module.set_dropout(0.07)
+    assert {ffn.drop1.p for ffn in feed_forwards} == {0.0}
+    assert dropout_rates(module) == {0.0, 0.07}  # the sublayer outputs, attention projections and embeddings
+    following = TranslationModule(model={**TINY, "dropout": "auto", "activation_dropout": None}, tokenizer=toy_tokenizer.to_json())
+    following.set_dropout(0.07)
+    assert dropout_rates(following) == {0.07}
 
 
 def test_a_time_budget_decides_its_dropout_at_an_epoch_start_not_from_its_first_plan(

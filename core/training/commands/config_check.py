@@ -90,6 +90,7 @@ RULES: tuple[Rule, ...] = (
     Rule(("module.weight_decay",), NON_NEGATIVE),
     Rule(("module.betas",), BETAS),
     Rule(("model.dim", "model.num_heads"), POSITIVE_INT),
+    Rule(("model.activation_dropout",), optional(FRACTION)),
     Rule(("model.attn_dropout",), FRACTION),  # model.dropout, module.label_smoothing: each head's rules (nlp sizes auto ones)
     Rule(("model.activation",), ACTIVATION),
     Rule(("data.num_workers",), optional(NON_NEGATIVE_INT)),

@@ -105,6 +105,7 @@ LEVER_NAMES = {
     "model.patch_size=8": "Patches of 8 pixels instead of 4 (a 4 by 4 grid of tokens at 32 px)",
     "module.label_smoothing=0": "Hard targets: no label smoothing",
     "model.word_dropout=0.1": "Word dropout 0.1 on source and target (Gal and Ghahramani 2016) instead of none",
+    "model.activation_dropout=0": "No dropout after the feed-forward activation (Section 5.4, fairseq), only on its output",
     f"{SMOOTHING}{LEGACY_SMOOTHING:g}": "Label smoothing 0.1 (Section 5.4) at every budget instead of sized to the planned passes",
     "module.lr=4e-3": "The peak rate scaled with the batch (4e-3 instead of 2e-3)",
     "model.weight_init=mimetic": "Mimetic initialization of the attention weights",
@@ -684,8 +685,9 @@ def oldest_first(recipes: Iterable[str], runs: Iterable[Run]) -> list[str]:
 class Quality:
     """Everything the results page shows: the vision runs (the latest of each, the loop at its best
     rate), the figures of each contender, the same of translation, every run of each head (the
-    runs a lever is paired with), and the translation figures of CPUs without bfloat16
-    (``nmt_float32``, apart from the others: there the defaults train in float32)."""
+    runs a lever is paired with), and the translation runs and figures of CPUs without bfloat16
+    (``nmt_float32_runs``, the latest of each of ``nmt_float32_every``, and ``nmt_float32``,
+    apart from the others: there the defaults train in float32)."""
 
     vision_runs: list[Run]
     vision: dict[tuple, Cell]
@@ -693,7 +695,12 @@ class Quality:
     nmt: dict[tuple, Cell]
     vision_every: list[Run]
     nmt_every: list[Run]
-    nmt_float32: dict[tuple, Cell]
+    nmt_float32_runs: list[Run]
+    nmt_float32_every: list[Run]
+
+    @cached_property
+    def nmt_float32(self) -> dict[tuple, Cell]:
+        return cells(self.nmt_float32_runs)
 
     @cached_property
     def vision_effects(self) -> dict[str, list[Effect]]:
@@ -702,6 +709,11 @@ class Quality:
     @cached_property
     def nmt_effects(self) -> dict[str, list[Effect]]:
         return effects(self.nmt_runs, self.nmt_every)
+
+    @cached_property
+    def nmt_float32_effects(self) -> dict[str, list[Effect]]:
+        """The translation levers measured on CPUs without bfloat16, against the defaults there."""
+        return effects(self.nmt_float32_runs, self.nmt_float32_every)
 
     @property
     def vision_order(self) -> tuple[str, ...]:
@@ -735,8 +747,10 @@ def measure(
         by_bf16[not without_bf16(line["env"])].append(line)
     nmt_every = nmt_runs(by_bf16[True], nmt_today)
     nmt_latest = latest(nmt_every)
-    float32 = cells(latest(nmt_runs(by_bf16[False], nmt_today)))
-    return Quality(vision_best, cells(vision_best), nmt_latest, cells(nmt_latest), vision_every, nmt_every, float32)
+    float32_every = nmt_runs(by_bf16[False], nmt_today)
+    return Quality(
+        vision_best, cells(vision_best), nmt_latest, cells(nmt_latest), vision_every, nmt_every, latest(float32_every), float32_every
+    )
 
 
 def defaults_table(
@@ -999,7 +1013,7 @@ def render(
         levers=levers or "(none)",
         nmt=defaults_table(nmt, NMT_DEFAULTS, NMT_LOOP, what="corpus") if nmt else "(no results)",
         nmt_multiples=budget_multiples(nmt, NMT_DEFAULTS, NMT_LOOP) if nmt else "(no results)",
-        nmt_float32=float32_machines(quality.nmt_float32),
+        nmt_float32=float32_machines(quality.nmt_float32, quality.nmt_float32_effects),
         nmt_history=nmt_history or "(none)",
         nmt_levers=nmt_levers or "(none)",
     )
@@ -1082,7 +1096,8 @@ The lead as budget, as for the Vision Transformer:
 
 Where the CPU has neither AVX512-BF16 nor AMX (AVX2 only, as many desktop and laptop CPUs),
 `trainer.precision=auto` trains in float32, as the loop does; every other default is the same.
-These runs are kept apart from the table above, both sides in one session:
+These runs are kept apart from the table above. A speed of `-` marks a pair whose two sides ran
+in different sessions, at another pace of the machine:
 
 {nmt_float32}
 
@@ -1120,15 +1135,18 @@ def float32_budgets(runs: Iterable[Run]) -> str:
     )
 
 
-def float32_machines(figures: Mapping[tuple, Cell]) -> str:
+def float32_machines(figures: Mapping[tuple, Cell], found: Mapping[str, list[Effect]]) -> str:
     """The translation defaults against the loop on CPUs without bfloat16 (:func:`without_bf16`),
-    with the machines they ran on, and the lead as budget (:func:`budget_multiples`)."""
+    with the machines they ran on, the lead as budget (:func:`budget_multiples`) and the levers
+    measured there (``found``, their :func:`effects`)."""
     if not any(name == NMT_DEFAULTS for _, _, name in figures):
         return "(no runs on such a CPU yet)"
     machines = sorted({run.machine for cell in figures.values() for run in cell.runs})
+    levers = history_and_levers(found, [])[1]
+    measured = f"\n\nLevers measured on such a CPU, against the defaults there:\n\n{levers}" if levers else ""
     return (
         f"Machine: {', '.join(machines)}.\n\n{defaults_table(figures, NMT_DEFAULTS, NMT_LOOP, what='corpus')}\n\n"
-        f"The lead as budget:\n\n{budget_multiples(figures, NMT_DEFAULTS, NMT_LOOP)}"
+        f"The lead as budget:\n\n{budget_multiples(figures, NMT_DEFAULTS, NMT_LOOP)}{measured}"
     )
 
 

@@ -130,7 +130,7 @@ def lever_effects(results: Results, lever: str, head: str = "", against: str = "
     ``against``: ``today`` or ``earlier`` for those alone."""
     quality = results.quality
     vision = quality.vision_effects.get(lever) if head in ("", "vision") else None
-    translation = quality.nmt_effects.get(lever) if head in ("", "nlp") else None
+    translation = (quality.nmt_effects.get(lever) or quality.nmt_float32_effects.get(lever)) if head in ("", "nlp") else None
     if vision and translation:
         raise LookupError(f"both heads measure the lever {lever!r}; name one: {lever}:vision or {lever}:nlp")
     found = vision or translation
@@ -280,7 +280,9 @@ FIGURES: dict[str, Callable[..., str]] = {
     "fine-tune": fine_tune_figure,
     "table:vision": vision_table,
     "table:translation": translation_table,
-    "table:translation-float32": lambda results: quality_report.float32_machines(results.quality.nmt_float32),
+    "table:translation-float32": lambda results: quality_report.float32_machines(
+        results.quality.nmt_float32, results.quality.nmt_float32_effects
+    ),
     "lever": lever,
     "gain": gain,
     "gains": gains,

@@ -1137,13 +1137,13 @@ def float32_budgets(runs: Iterable[Run]) -> str:
 
 def float32_machines(figures: Mapping[tuple, Cell], found: Mapping[str, list[Effect]]) -> str:
     """The translation defaults against the loop on CPUs without bfloat16 (:func:`without_bf16`),
-    with the machines they ran on, the lead as budget (:func:`budget_multiples`) and the levers
-    measured there (``found``, their :func:`effects`)."""
+    with the machines they ran on, the lead as budget (:func:`budget_multiples`) and the earlier
+    defaults and levers measured there (``found``, their :func:`effects`)."""
     if not any(name == NMT_DEFAULTS for _, _, name in figures):
         return "(no runs on such a CPU yet)"
     machines = sorted({run.machine for cell in figures.values() for run in cell.runs})
-    levers = history_and_levers(found, [])[1]
-    measured = f"\n\nLevers measured on such a CPU, against the defaults there:\n\n{levers}" if levers else ""
+    listed = "\n".join(part for part in history_and_levers(found, []) if part)
+    measured = f"\n\nLevers measured on such a CPU, against the defaults there:\n\n{listed}" if listed else ""
     return (
         f"Machine: {', '.join(machines)}.\n\n{defaults_table(figures, NMT_DEFAULTS, NMT_LOOP, what='corpus')}\n\n"
         f"The lead as budget:\n\n{budget_multiples(figures, NMT_DEFAULTS, NMT_LOOP)}{measured}"

@@ -125,7 +125,8 @@ def translation_table(results: Results) -> str:
 
 def lever_effects(results: Results, lever: str, head: str = "", against: str = "") -> list[quality_report.Effect]:
     """The lever's effects in the vision or the translation results (``head``: ``vision`` or
-    ``nlp``, which a marker must name where both heads measured the override): against today's
+    ``nlp``, which a marker must name where both heads measured the override; translation's from
+    CPUs with bfloat16, else from those without): against today's
     defaults where it was measured against them, else against the earlier defaults it changed;
     ``against``: ``today`` or ``earlier`` for those alone."""
     quality = results.quality

@@ -59,7 +59,8 @@ class ResidualLayer(nn.Module):
         num_heads: attention heads h.
         ffn_dim: feed-forward width d_ff; ``mlp_ratio * dim`` when None.
         mlp_ratio: d_ff / d_model when ``ffn_dim`` is None.
-        dropout: residual dropout P_drop on each sublayer output (and inside the FFN).
+        dropout: residual dropout P_drop on each sublayer output (and after the FFN's activation
+            unless ``activation_dropout`` is set).
         attn_dropout: dropout on attention weights.
         activation_dropout: dropout after the FFN's activation; None: ``dropout``
             (:class:`core.feedforward.FeedForward`).

@@ -297,14 +297,17 @@ def test_translation_on_a_cpu_without_bf16_is_a_table_of_its_own(tmp_path: Path)
         json.dumps({"benchmark": "quality_nmt", "env": {"device": "cpu", "time": "2026-01-02T01:00:00", "cpu": "AMD EPYC",
                                                         "cpu_capability": "AVX2", "cpu_bf16": False},
                     "rows": [{"corpus": "toy", "minutes": 8.0, "contender": f"{cli} + module.lr=1e-3", "bleu": 16.5,
-                              "train_tokens_per_second": 300.0, "precision": "32-true", "precision_setting": "auto"}]}),
+                              "train_tokens_per_second": 300.0, "precision": "32-true", "precision_setting": "auto"},
+                             {**float32, "corpus": "toy", "minutes": 8.0, "bleu": 15.5, "train_tokens_per_second": 300.0}]}),
     ]) + "\n")
     page = quality_report.render(folder, None, translation=translation())
     main, apart = page.split("### On a CPU without bfloat16")
     apart, rest = apart.split("### History", 1)
-    # a lever measured on such a CPU is set against the defaults there, and listed with them alone
+    # a lever or an earlier recipe measured on such a CPU is set against the defaults there, and
+    # listed with them alone
     assert "(`module.lr=1e-3`), against today's defaults:\n    - toy, 8 minutes: 16.5 against 15.0 (+1.5)" in apart
-    assert "module.lr=1e-3" not in main + rest
+    assert "(`trainer.precision=32-true`), against today's defaults:\n    - toy, 8 minutes: 15.5 against 15.0 (+0.5)" in apart
+    assert "module.lr=1e-3" not in main + rest and "15.5" not in main + rest
     assert cells_of(main, "| toy | 8 minutes |")[2:6] == ["5.0", "20.0", "+15.0", "1.50x"]
     assert "Machine: AMD EPYC (AVX2)." in apart
     assert cells_of(apart, "| toy | 8 minutes |")[2:6] == ["4.0", "15.0", "+11.0", "1.50x"]

@@ -12,7 +12,6 @@ import torch
 from torch.utils.data import DataLoader
 
 import core
-
 from core.training.plan.budget import TrainingBudget
 from core.training.runner import train
 from nlp import recipe

@@ -90,19 +90,30 @@ def atomic_path(path: str | Path) -> Iterator[Path]:
         remove(tmp)
 
 
-def temporary_file(path: Path) -> Path:
-    """Where :func:`atomic_path` writes ``path`` first: beside it, hidden, with the same suffix and
-    named for the machine and the process that write it, ``.<stem>.<host>.<pid>.tmp<suffix>``."""
-    return path.with_name(f".{path.stem}.{socket.gethostname()}.{os.getpid()}.tmp{path.suffix}")
+def machine_name() -> str:
+    """The name of the machine whose process table this process sees: the host name, and on Linux
+    its process-ID namespace too (``<host>-pidns<inode>``), since containers sharing a host name
+    each have their own processes, and their pids repeat."""
+    try:
+        return f"{socket.gethostname()}-pidns{os.stat('/proc/self/ns/pid').st_ino}"
+    except OSError:  # no /proc: one namespace
+        return socket.gethostname()
+
+
+def temporary_file(path: Path, pid: int | None = None) -> Path:
+    """Where :func:`atomic_path` writes ``path`` first (in process ``pid``, this one by default):
+    beside it, hidden, with the same suffix and named for the machine and the process that write
+    it, ``.<stem>.<machine>.<pid>.tmp<suffix>`` (:func:`machine_name`)."""
+    return path.with_name(f".{path.stem}.{machine_name()}.{os.getpid() if pid is None else pid}.tmp{path.suffix}")
 
 
 def remove_dead_writers(path: Path) -> dict[Path, int]:
     """Remove the temporary files of ``path`` (:func:`temporary_file`) whose writer ran on this
     machine and is no longer running (``kill -9``, an out-of-memory kill: nothing ran to remove
     them); returns each one's size in bytes. A live writer's file, and any file written from
-    another machine sharing the directory, is kept: only this machine's process table can tell a
-    dead writer from a live one."""
-    writer = re.escape(f"{path.stem}.{socket.gethostname()}")
+    another machine or container sharing the directory, is kept: only this machine's process table
+    can tell a dead writer from a live one."""
+    writer = re.escape(f"{path.stem}.{machine_name()}")
     return unlink(file for file, pid in temporary_files(path.parent, path.suffix, writer) if not running(pid))
 
 
@@ -131,7 +142,7 @@ def remove_leftovers(directory: Path, suffix: str) -> dict[Path, int]:
 
 def temporary_files(directory: Path, suffix: str, writer: str = ".+") -> Iterator[tuple[Path, int]]:
     """The files in ``directory`` named as :func:`temporary_file` names those of ``*<suffix>``
-    files, ``.<writer>.<pid>.tmp<suffix>`` (``writer``, a pattern, covers ``<stem>.<host>``), each
+    files, ``.<writer>.<pid>.tmp<suffix>`` (``writer``, a pattern, covers ``<stem>.<machine>``), each
     with the pid of the process that wrote it."""
     name = re.compile(rf"\.{writer}\.(\d+)\.tmp{re.escape(suffix)}")
     for file in directory.glob(f".*.tmp{glob.escape(suffix)}"):

@@ -18,13 +18,14 @@ import lightning.pytorch as pl
 import pytest
 
 from core.errors import InputError
-from core.files.atomic import atomic_path
+from core.files.atomic import atomic_path, temporary_file
 from core.training.callbacks.faults import PREEMPTED_EXIT
 from core.training.runner import train
 from tests.core.test_runner import tiny_config
 from tests.nlp.conftest import SUBPROCESS_ENV, reverse_pairs, write_lines
 
 ROOT = Path(__file__).resolve().parents[2]
+NO_PID = 1 << 23  # above Linux's largest pid_max (2**22): no process of this machine has it
 
 
 class RaiseOnRank(pl.Callback):
@@ -58,7 +59,7 @@ def test_a_second_run_on_a_directory_in_use_is_refused(tmp_path: Path) -> None:
 @contextmanager
 def writing(path: Path) -> Iterator[Path]:
     """A process of this machine stopped inside an ``atomic_path`` write of ``path``; yields the
-    temporary file it has written (``.<stem>.<host>.<pid>.tmp<suffix>``), and kills it on exit."""
+    temporary file it has written (``.<stem>.<machine>.<pid>.tmp<suffix>``), and kills it on exit."""
     script = (
         "import sys, time\n"
         "from pathlib import Path\n"
@@ -73,7 +74,7 @@ def writing(path: Path) -> Iterator[Path]:
     )
     try:
         assert writer.stdout is not None and writer.stdout.readline() == "writing\n"
-        yield path.with_name(f".{path.stem}.{socket.gethostname()}.{writer.pid}.tmp{path.suffix}")
+        yield temporary_file(path, writer.pid)
     finally:
         writer.kill()
         writer.communicate()  # reaps it: a dead process, no longer in the process table
@@ -103,8 +104,7 @@ def test_a_write_killed_midway_is_cleaned_up_by_the_next_write_of_that_file(
     ``metrics.json``): the next write of it removes what a killed writer of this machine left, and
     keeps a live writer's file and one written from another machine."""
     model = tmp_path / "model.onnx"
-    no_pid = 1 << 23  # above Linux's largest pid_max (2**22): no process of this machine has it
-    elsewhere = model.with_name(f".model.{socket.gethostname()}-2.{no_pid}.tmp.onnx")
+    elsewhere = model.with_name(f".model.{socket.gethostname()}-2.{NO_PID}.tmp.onnx")
     elsewhere.write_bytes(b"")  # another machine's writer: its process is not this machine's to look up
     with writing(model) as live:
         with writing(model) as leftover:  # started after the live one, so its start leaves that one's file
@@ -117,6 +117,35 @@ def test_a_write_killed_midway_is_cleaned_up_by_the_next_write_of_that_file(
     assert not leftover.exists() and elsewhere.exists()
     assert f"removed 1 temporary file(s) of {model} (0.1 MB) that a killed write of it left" in caplog.text
 
+
+
+def test_a_container_under_the_same_host_name_names_its_temporary_files_apart(tmp_path: Path) -> None:
+    """Containers that share a host name (``--network host``) each have their own process table,
+    so a pid dead here may be a live writer there: a writer in another pid namespace names its
+    temporary files apart from this one's, and their next write here leaves them alone."""
+    model = tmp_path / "model.onnx"
+    script = (
+        "import sys\n"
+        "from pathlib import Path\n"
+        "from core.files.atomic import temporary_file\n"
+        "print(temporary_file(Path(sys.argv[1]), int(sys.argv[2])))\n"
+    )
+    command = ["unshare", "--user", "--map-root-user", "--pid", "--fork", "--mount-proc", sys.executable, "-c", script]
+    try:
+        container = subprocess.run(
+            [*command, str(model), str(NO_PID)], cwd=ROOT, env=SUBPROCESS_ENV, capture_output=True, text=True, timeout=120
+        )
+    except FileNotFoundError:
+        pytest.skip("no unshare(1) on this machine")
+    if container.returncode != 0 and container.stderr.startswith("unshare:"):
+        pytest.skip(f"this machine allows no pid namespace: {container.stderr.strip()}")
+    theirs = Path(container.stdout.strip())
+    assert container.returncode == 0 and theirs.parent == tmp_path, container.stderr
+    assert theirs != temporary_file(model, NO_PID)
+    theirs.write_bytes(b"")  # their writer's pid is not this machine's to look up
+    with atomic_path(model) as tmp:
+        tmp.write_bytes(b"new")
+    assert theirs.exists() and model.read_bytes() == b"new"
 
 @pytest.mark.slow
 @pytest.mark.parametrize("rank", [0, 1])

@@ -118,11 +118,10 @@ def test_a_write_killed_midway_is_cleaned_up_by_the_next_write_of_that_file(
     assert f"removed 1 temporary file(s) of {model} (0.1 MB) that a killed write of it left" in caplog.text
 
 
-
 def test_a_container_under_the_same_host_name_names_its_temporary_files_apart(tmp_path: Path) -> None:
     """Containers that share a host name (``--network host``) each have their own process table,
     so a pid dead here may be a live writer there: a writer in another pid namespace names its
-    temporary files apart from this one's, and their next write here leaves them alone."""
+    temporary files apart from this one's, and a write of the same file here leaves them alone."""
     model = tmp_path / "model.onnx"
     script = (
         "import sys\n"

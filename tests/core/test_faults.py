@@ -146,6 +146,7 @@ def test_a_container_under_the_same_host_name_names_its_temporary_files_apart(tm
         tmp.write_bytes(b"new")
     assert theirs.exists() and model.read_bytes() == b"new"
 
+
 @pytest.mark.slow
 @pytest.mark.parametrize("rank", [0, 1])
 def test_a_failing_rank_ends_the_ddp_job_with_its_error(tmp_path: Path, rank: int) -> None:

@@ -92,13 +92,22 @@ def test_dropout_speed_times_both_dropouts_and_the_product_in_each_precision(tmp
 
 def test_translation_step_times_each_lever_against_the_step_before(tmp_path: Path) -> None:
     results = tmp_path / "results.jsonl"
-    output = translation_step.main([*QUICK, "--compile", "--append", str(results)])
+    output = translation_step.main([*QUICK, "--append", str(results)])
     assert json.loads(results.read_text()) == output
     names = [row["contender"] for row in output["rows"]]
     assert names[:5] == ["before", "math kernel", "predicted rows", "defaults", "defaults, no biases"]
     assert names[5:7] == ["defaults, dropout 0.005", "defaults, dropout 0.05"]  # 0.05: nlp.recipe.MIN_DROPOUT
-    assert names[-1] == "defaults, torch.compile" and output["compile_seconds"] > 0
+    assert names[7:] == ["defaults, vocabulary 32", "defaults, vocabulary 128"]  # no compiled step without --compile
+    assert output["compile_seconds"] is None
     assert output["rows"][0]["speedup"] == 1.0 and output["tokens"] > 0
+
+
+@pytest.mark.slow
+def test_translation_step_with_compile_times_the_compiled_step_last_and_its_compile_time() -> None:
+    output = translation_step.main([*QUICK, "--compile"])
+    assert [row["contender"] for row in output["rows"]][-1] == "defaults, torch.compile"
+    assert output["compile_seconds"] > 0
+    assert "compiling the step once" in translation_step.markdown(output["rows"], output["compile_seconds"])
 
 
 def test_translation_step_contenders_compute_the_same_loss() -> None:

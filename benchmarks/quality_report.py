@@ -37,7 +37,6 @@ enters both runs.
 from __future__ import annotations
 
 import argparse
-import re
 import statistics
 import sys
 from collections import defaultdict
@@ -53,7 +52,7 @@ from omegaconf import OmegaConf
 
 from benchmarks.common import CONF
 from benchmarks.proving_grounds import DEFAULT_COUNTS, SETS
-from benchmarks.report import budget_label, length_of, results_of, table
+from benchmarks.report import budget_label, length_of, machine_name, results_of, table
 from core.constraints import AUTO
 from core.files.atomic import atomic_path
 from nlp.constraints import pad_multiple
@@ -379,15 +378,6 @@ def nmt_defaults() -> dict[str, Any]:
     """Today's value of each :data:`NMT_SETTINGS` in the config that ``python -m nlp.train
     data=files model=transformer_mini trainer=cpu`` composes, as ``benchmarks.quality_nmt`` runs it."""
     return defaults_of("nlp", ["data=files", "model=transformer_mini", "trainer=cpu"], NMT_SETTINGS)
-
-
-def machine_name(env: Mapping[str, Any]) -> str:
-    """The CPU model of a result's machine, trademarks dropped ('Intel(R) Xeon(R) Processor' and
-    'Intel Xeon' are one machine), with the vector instructions its line recorded: 'AMD EPYC
-    (AVX2)' and 'AMD EPYC (AVX512)' are two."""
-    name = " ".join(re.sub(r"\((R|TM)\)|\bProcessor\b|\bCPU\b", "", str(env.get("cpu", ""))).split())
-    capability = env.get("cpu_capability")
-    return f"{name} ({capability})" if name and capability else name
 
 
 def without_bf16(env: Mapping[str, Any]) -> bool:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
@@ -67,15 +68,24 @@ def speed(results: Mapping[str, Any], name: str) -> float | None:
     return results[name]["items_per_s"] if name in results else None
 
 
+def machine_name(env: Mapping[str, Any]) -> str:
+    """The CPU model of a result's machine, trademarks dropped ('Intel(R) Xeon(R) Processor' and
+    'Intel Xeon' are one machine), with the vector instructions its line recorded: 'AMD EPYC
+    (AVX2)' and 'AMD EPYC (AVX512)' are two."""
+    name = " ".join(re.sub(r"\((R|TM)\)|\bProcessor\b|\bCPU\b", "", str(env.get("cpu", ""))).split())
+    capability = env.get("cpu_capability")
+    return f"{name} ({capability})" if name and capability else name
+
+
+def machine(env: Mapping[str, Any]) -> str:
+    """A result's machine as every generated page names it: '2-core AMD EPYC (AVX2)'."""
+    return f"{env.get('cpu_count', '?')}-core {machine_name(env) or env.get('device', '?')}"
+
+
 def environment_line(result: Mapping[str, Any]) -> str:
     env = result["env"]
     versions = ", ".join(f"{key} {env[key]}" for key in ("torch", "timm", "transformers") if key in env)
-    # The vector instructions, where the line recorded them: AVX2 and AVX-512 machines share a name.
-    instructions = f", {env['cpu_capability']}" if env.get("cpu_capability") else ""
-    return (
-        f"`{env['command']}` at {env['time']}: {versions}; device {env['device']} ({env['cpu']}{instructions}, "
-        f"{env['cpu_count']} cores), threads: {env['threads']}."
-    )
+    return f"`{env['command']}` at {env['time']}: {versions}; device {env['device']} on a {machine(env)}, threads: {env['threads']}."
 
 
 def vit_section(result: Mapping[str, Any]) -> str:

@@ -61,11 +61,6 @@ def latest_of(results_dir: Path, benchmark: str) -> list[tuple[str, dict[str, An
     return results_of(sorted(results_dir.glob("*.jsonl")), benchmark)
 
 
-def machine(result: Mapping[str, Any]) -> str:
-    env = result["env"]
-    return f"{env.get('cpu_count', '?')}-core {quality_report.machine_name(env) or env.get('device', '?')}"
-
-
 def threads(result: Mapping[str, Any]) -> str:
     count = result["env"].get("threads", "?")
     return f"{count} thread" if count == 1 else f"{count} threads"
@@ -184,7 +179,7 @@ def latest_rows(
 def sources(found: Iterable[tuple[Mapping[str, Any], str, Mapping[str, Any]]]) -> str:
     results = {id(result): (name, result) for _, name, result in found}
     return "\n".join(
-        f"- `{reproducible(result['env']['command'], name)}` at {result['env']['time']} ({machine(result)}, "
+        f"- `{reproducible(result['env']['command'], name)}` at {result['env']['time']} ({report.machine(result['env'])}, "
         f"{threads(result)})"
         for name, result in sorted(results.values(), key=lambda item: item[1]["env"]["time"])
     )

@@ -33,9 +33,14 @@ def test_the_precision_setting_is_the_last_override_or_auto_and_auto_follows_the
             assert common.cli_precision([], "cpu") == precision
 
 
-def test_a_results_source_line_names_the_recorded_instructions() -> None:
-    """Two machines that report one CPU name are told apart by the instructions their lines recorded."""
+def test_a_results_source_line_names_the_machine_as_every_page_does() -> None:
+    """Two machines that report one CPU name are told apart by the instructions their lines recorded,
+    trademarks are dropped, and the source lines under a table name the machine as the tables do."""
     env = {"command": "python -m benchmarks.x", "time": "t", "torch": "2", "device": "cpu", "cpu": "AMD EPYC",
            "cpu_count": 2, "threads": 2}
-    assert "device cpu (AMD EPYC, 2 cores)" in report.environment_line({"env": env})
-    assert "device cpu (AMD EPYC, AVX2, 2 cores)" in report.environment_line({"env": {**env, "cpu_capability": "AVX2"}})
+    assert report.machine_name({"cpu": "AMD EPYC", "cpu_capability": "AVX2"}) == "AMD EPYC (AVX2)"
+    assert report.machine_name({"cpu": "Intel(R) Xeon(R) Processor"}) == "Intel Xeon"
+    assert "device cpu on a 2-core AMD EPYC, threads: 2." in report.environment_line({"env": env})
+    line = report.environment_line({"env": {**env, "cpu_capability": "AVX2"}})
+    assert "device cpu on a 2-core AMD EPYC (AVX2), threads: 2." in line
+    assert report.machine({**env, "cpu_capability": "AVX2"}) in line

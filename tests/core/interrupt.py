@@ -1,4 +1,5 @@
-"""A scheduler's SIGTERM at a chosen step or in the test, and the logged loss curve to compare runs by."""
+"""A scheduler's SIGTERM at a chosen step, between accumulated micro-batches or in the test, and
+the logged loss curve to compare runs by."""
 
 from __future__ import annotations
 
@@ -19,6 +20,20 @@ class SigtermAt(pl.Callback):
 
     def on_train_batch_end(self, trainer: pl.Trainer, *args: Any) -> None:
         if trainer.global_step == self.step:
+            os.kill(os.getpid(), signal.SIGTERM)
+
+
+class SigtermMidAccumulation(pl.Callback):
+    """Sends this process SIGTERM as the first batch after optimizer step ``step`` starts: with
+    ``trainer.accumulate_grad_batches`` above 1, while that batch's gradient is accumulated."""
+
+    def __init__(self, step: int) -> None:
+        self.step = step
+        self.sent = False
+
+    def on_train_batch_start(self, trainer: pl.Trainer, *args: Any) -> None:
+        if trainer.global_step == self.step and not self.sent:
+            self.sent = True
             os.kill(os.getpid(), signal.SIGTERM)
 
 

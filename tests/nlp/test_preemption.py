@@ -47,6 +47,34 @@ def test_sigterm_saves_the_step_exits_143_and_resumes_on_the_same_batches(tmp_pa
         assert resumed[step] == pytest.approx(loss, abs=1e-5), step
 
 
+def test_sigterm_between_accumulated_batches_stops_once_the_optimizer_has_stepped(tmp_path: Path) -> None:
+    """With gradients accumulated over 2 batches, a SIGTERM during the first of them is held until
+    the optimizer steps: the checkpoint is taken after the second, and the resumed run logs the
+    uninterrupted run's losses. Stopping after the first would resume without its gradient."""
+    corpus = write_lines(tmp_path / "pairs.tsv", [f"{s}\t{t}" for s, t in reverse_pairs(120, seed=0)])
+    accumulated = ("trainer.accumulate_grad_batches=2", "trainer.max_steps=7")
+    train(config(tmp_path / "whole", corpus, *accumulated))
+    whole = logged_losses(tmp_path / "whole")
+
+    interrupted = tmp_path / "interrupted"
+    with pytest.raises(SystemExit) as stopped:
+        train(config(
+            interrupted, corpus, *accumulated, "+callbacks.sigterm._target_=tests.core.interrupt.SigtermMidAccumulation",
+            "+callbacks.sigterm.step=2",  # as the fifth batch starts
+        ))
+    assert stopped.value.code == PREEMPTED_EXIT
+    last = interrupted / "checkpoints" / "last.ckpt"
+    checkpoint = core.load_checkpoint(last)
+    assert checkpoint["global_step"] == 3
+    assert checkpoint["loops"]["fit_loop"]["state_dict"]["combined_loader"][0].items() >= {"epoch": 0, "batches": 6}.items()
+
+    train(config(interrupted, corpus, *accumulated, f"ckpt_path={last}"))
+    resumed = logged_losses(interrupted)
+    assert sorted(resumed) == sorted(whole) and len(whole) >= 6
+    for step, loss in whole.items():
+        assert resumed[step] == pytest.approx(loss, abs=1e-5), step
+
+
 @pytest.mark.slow
 def test_the_command_exits_143_with_its_checkpoint_named(tmp_path: Path) -> None:
     import subprocess

@@ -57,6 +57,24 @@ class BestCheckpoint(ModelCheckpoint):
         return super().check_monitor_top_k(trainer, current)
 
 
+class OptimizerSteps:
+    """Whether the optimizer stepped in the training batch that just ended: with gradient
+    accumulation (``trainer.accumulate_grad_batches``) it steps once every that many batches."""
+
+    def __init__(self) -> None:
+        self.stepped_at = 0  # the optimizer steps at the last batch seen
+
+    def start(self, trainer: pl.Trainer) -> None:
+        self.stepped_at = trainer.global_step
+
+    def stepped(self, trainer: pl.Trainer) -> bool:
+        """Call once per batch end; False while gradients are still accumulating."""
+        if trainer.global_step == self.stepped_at:
+            return False
+        self.stepped_at = trainer.global_step
+        return True
+
+
 class StepCheckpoint(ModelCheckpoint):
     """A ``ModelCheckpoint`` whose saves inside an epoch come after an optimizer step only: with
     gradient accumulation (``trainer.accumulate_grad_batches``), a checkpoint written between
@@ -64,19 +82,17 @@ class StepCheckpoint(ModelCheckpoint):
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
-        self.stepped_at = 0  # the optimizer steps at the last batch seen
+        self.steps = OptimizerSteps()
 
     def on_train_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
         super().on_train_start(trainer, pl_module)
-        self.stepped_at = trainer.global_step
+        self.steps.start(trainer)
 
     def on_train_batch_end(
         self, trainer: pl.Trainer, pl_module: pl.LightningModule, outputs: Any, batch: Any, batch_idx: int
     ) -> None:
-        if trainer.global_step == self.stepped_at:
-            return  # gradients are still accumulating: the optimizer has not stepped
-        self.stepped_at = trainer.global_step
-        super().on_train_batch_end(trainer, pl_module, outputs, batch, batch_idx)
+        if self.steps.stepped(trainer):
+            super().on_train_batch_end(trainer, pl_module, outputs, batch, batch_idx)
 
 
 def periodic_last_checkpoint(

@@ -33,6 +33,7 @@ from lightning.pytorch.utilities.exceptions import SIGTERMException
 
 from core.errors import InputError
 from core.files.atomic import megabytes, remove_leftovers
+from core.training.callbacks.checkpoints import OptimizerSteps
 
 log = logging.getLogger(__name__)
 
@@ -49,11 +50,41 @@ class Preempted(SystemExit):
 
 class PreemptionCheckpoint(pl.Callback):
     """On SIGTERM during ``fit``, save ``last.ckpt`` at the current step in ``dirpath`` (the run's
-    checkpoint directory)."""
+    checkpoint directory).
+
+    A SIGTERM between the micro-batches of a gradient accumulation (``trainer.accumulate_grad_batches``)
+    is held until the optimizer steps, at most that many batches minus one later: Lightning would
+    stop after the batch it arrived in, and a run resumed there would start the accumulation
+    again without the gradients of the micro-batches before it. The signal is held at this
+    callback's batch end, so one that lands in the hooks after it (milliseconds of a batch) still
+    stops mid-accumulation."""
 
     def __init__(self, dirpath: str | Path) -> None:
         self.dirpath = Path(dirpath)
         self.saved: Path | None = None
+        self.steps = OptimizerSteps()
+        self.held = False  # a SIGTERM that arrived mid-accumulation, not yet passed on to Lightning
+
+    def on_train_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
+        self.steps.start(trainer)
+
+    def on_train_batch_end(
+        self, trainer: pl.Trainer, pl_module: pl.LightningModule, outputs: Any, batch: Any, batch_idx: int
+    ) -> None:
+        if self.steps.stepped(trainer):
+            self.release(trainer)
+            return
+        signals = trainer._signal_connector  # Lightning stops after this hook when its received_sigterm is set
+        self.held = self.held or signals.received_sigterm
+        signals.received_sigterm = False
+
+    def on_train_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
+        self.release(trainer)  # training ended mid-accumulation: the evaluation after it stops instead
+
+    def release(self, trainer: pl.Trainer) -> None:
+        """Pass a held SIGTERM on to Lightning."""
+        if self.held:
+            trainer._signal_connector.received_sigterm, self.held = True, False
 
     def on_exception(self, trainer: pl.Trainer, pl_module: pl.LightningModule, exception: BaseException) -> None:
         if not isinstance(exception, SIGTERMException) or trainer.state.fn != TrainerFn.FITTING:

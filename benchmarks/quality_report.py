@@ -39,6 +39,7 @@ from __future__ import annotations
 import argparse
 import statistics
 import sys
+import textwrap
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
@@ -880,9 +881,21 @@ def history_and_levers(found: Mapping[str, list[Effect]], earlier: list[str]) ->
     return "\n".join(history), "\n".join(levers)
 
 
+MARKERS = ("o", "s", "^", "D")  # a contender's marker in the quality figures, one per ten contenders
+
+
 def plot_quality(figures: Mapping[tuple, Cell], order: tuple[str, ...], ylabel: str, path: Path) -> None:
+    """:func:`quality_figure`, written to ``path``."""
+    fig = quality_figure(figures, order, ylabel)
+    import matplotlib.pyplot as plt  # after quality_figure chose the backend
+    with atomic_path(path) as tmp:
+        fig.savefig(tmp, dpi=110, metadata={"Software": None})
+    plt.close(fig)
+
+
+def quality_figure(figures: Mapping[tuple, Cell], order: tuple[str, ...], ylabel: str) -> Any:
     """One panel per data set and budget unit a user gives (:data:`USER_BUDGETS`): each contender's
-    mean (line) and seed range (bar) against the budget."""
+    mean (line) and seed range (bar) against the budget; the legend above the panels."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -907,9 +920,11 @@ def plot_quality(figures: Mapping[tuple, Cell], order: tuple[str, ...], ylabel: 
             x = [length for length, _ in points]
             y = [cell.mean for _, cell in points]
             errors = [[cell.mean - cell.low for _, cell in points], [cell.high - cell.mean for _, cell in points]]
-            # A contender's colour is its place in ``order``, the same in every panel, so the
-            # shared legend holds where a panel lacks some contenders.
-            ax.errorbar(x, y, yerr=errors, marker="o", capsize=3, label=name, color=f"C{index % 10}")
+            # A contender's colour and marker are its place in ``order``, the same in every panel,
+            # so the shared legend holds where a panel lacks some contenders; past the ten colours
+            # of the cycle, the marker tells contenders of one colour apart.
+            ax.errorbar(x, y, yerr=errors, marker=MARKERS[index // 10 % len(MARKERS)], capsize=3, label=name,
+                        color=f"C{index % 10}")
         lengths = sorted({budget[1] for d, budget, _ in figures if (d, budget[0]) == (data, unit)})
         ax.set_xscale("log")
         ax.set_xticks(lengths, [f"{length:g}" for length in lengths])
@@ -923,14 +938,25 @@ def plot_quality(figures: Mapping[tuple, Cell], order: tuple[str, ...], ylabel: 
     for ax in axes[: len(panels)]:
         for handle, label in zip(*ax.get_legend_handles_labels()):
             handles.setdefault(label, handle)
-    # The legend above the panels: two entries a row, about 0.2 inch each, the figure grown to hold them.
-    legend_inches = 0.15 + 0.2 * -(-len(handles) // 2)
-    fig.set_figheight(2.9 * rows + legend_inches)
-    fig.legend(list(handles.values()), list(handles), loc="upper center", ncol=2, fontsize="small")
+    legend_inches = place_legend(fig, handles) + 0.1
+    fig.set_figheight(2.9 * rows + legend_inches)  # grown to hold the legend
     fig.tight_layout(rect=(0, 0, 1, 1 - legend_inches / fig.get_figheight()))
-    with atomic_path(path) as tmp:
-        fig.savefig(tmp, dpi=110, metadata={"Software": None})
-    plt.close(fig)
+    return fig
+
+
+def place_legend(fig: Any, handles: Mapping[str, Any]) -> float:
+    """A legend of ``handles`` (label -> handle) at the top of ``fig``, two entries a row, its
+    labels wrapped until it fits the figure's width; the inches of height it takes."""
+    renderer = fig.canvas.get_renderer()
+    width = max(map(len, handles))  # characters a label's line holds
+    while True:
+        labels = [textwrap.fill(label, width) for label in handles]
+        legend = fig.legend(list(handles.values()), labels, loc="upper center", ncol=2, fontsize="small")
+        box = legend.get_window_extent(renderer)
+        if box.width <= fig.bbox.width or width <= 20:
+            return box.height / fig.dpi
+        legend.remove()
+        width = int(width * 0.85)
 
 
 def plot_speed(rows: list[tuple[str, float]], path: Path) -> None:

@@ -523,14 +523,14 @@ def test_a_proving_ground_of_another_size_is_its_own_set() -> None:
     assert quality_report.vision_data({"data": "digits"}, {"images": {"digits": {"train": 1258}}}) == "digits"
 
 
-def test_a_contender_keeps_its_colour_in_every_panel(tmp_path: Path, monkeypatch) -> None:
+def test_a_contender_keeps_its_colour_and_marker_in_every_panel(tmp_path: Path, monkeypatch) -> None:
     from matplotlib.axes import Axes
 
     drawn: list[tuple[str, str, str]] = []
     errorbar = Axes.errorbar
 
     def recording(self, *args, **kwargs):
-        drawn.append((self.get_title(), kwargs["label"], kwargs["color"]))
+        drawn.append((self.get_title(), kwargs["label"], (kwargs["color"], kwargs["marker"])))
         return errorbar(self, *args, **kwargs)
 
     monkeypatch.setattr(Axes, "errorbar", recording)
@@ -543,6 +543,28 @@ def test_a_contender_keeps_its_colour_in_every_panel(tmp_path: Path, monkeypatch
     colours = {label: {colour for _, name, colour in drawn if name == label} for _, label, _ in drawn}
     assert all(len(found) == 1 for found in colours.values()) and len(set.union(*colours.values())) == 3
     assert (tmp_path / "q.png").is_file()
+    drawn.clear()  # past the ten colours of the cycle, the marker tells contenders apart
+    many = tuple(f"recipe {index}" for index in range(12))
+    quality_report.plot_quality({("a", ("epochs", 3.0), name): cell for name in many}, many, "accuracy", tmp_path / "q.png")
+    assert len({style for _, _, style in drawn}) == 12
+
+
+def test_a_legend_of_long_labels_is_wrapped_inside_the_figure_above_the_panels() -> None:
+    import matplotlib.pyplot as plt
+
+    cell = quality_report.Cell((scored(49.0, 0), scored(51.0, 1)))
+    names = ("plain PyTorch loop", *(f"nlp.train defaults, {', '.join(['padding to the longest sentence'] * n)}" for n in (1, 3, 4)))
+    figures = {(data, ("minutes", 8.0), name): cell for data in ("a", "b") for name in names}
+    fig = quality_report.quality_figure(figures, names, "BLEU")
+    renderer = fig.canvas.get_renderer()
+    (legend,) = fig.legends
+    box = legend.get_window_extent(renderer)
+    assert 0 <= box.x0 and box.x1 <= fig.bbox.width and box.y1 <= fig.bbox.height
+    assert box.y0 >= max(ax.get_tightbbox(renderer).y1 for ax in fig.axes if ax.get_visible())  # no panel under it
+    labels = [text.get_text() for text in legend.get_texts()]
+    assert [label.replace("\n", " ") for label in labels] == list(names)
+    assert "\n" in labels[-1] and "\n" not in labels[0]
+    plt.close(fig)
 
 
 def test_budgets_measured_only_before_today_take_the_newest_earlier_recipe(tmp_path: Path) -> None:

@@ -52,8 +52,9 @@ def free_port() -> int:
 
 class Server:
     """``python -m <module> <model> --host 127.0.0.1 --port P --device cpu *options`` in a
-    subprocess with ``threads`` OpenMP threads per process, its output in ``log``; :meth:`start`
-    returns once ``/health`` answers 200, :meth:`stop` sends SIGTERM and returns the exit status."""
+    subprocess of its own process group with ``threads`` OpenMP threads per process, its output in
+    ``log``; :meth:`start` returns once ``/health`` answers 200, :meth:`stop` sends SIGTERM (or
+    Ctrl-C) and returns the exit status."""
 
     def __init__(self, module: str, model: str | Path, log: Path, *options: str, threads: int = 1) -> None:
         self.port = free_port()
@@ -64,7 +65,9 @@ class Server:
         command = [sys.executable, "-m", module, str(model), "--host", HOST, "--port", str(self.port), "--device", "cpu",
                    "--log-level", "warning", *options]
         with open(log, "wb") as output:
-            self.process = subprocess.Popen(command, cwd=ROOT, env=env, stdout=output, stderr=subprocess.STDOUT)
+            self.process = subprocess.Popen(
+                command, cwd=ROOT, env=env, stdout=output, stderr=subprocess.STDOUT, start_new_session=True
+            )
 
     def start(self) -> Server:
         deadline = time.monotonic() + START_SECONDS
@@ -80,15 +83,21 @@ class Server:
         self.kill()
         raise RuntimeError(f"the server did not answer /health within {START_SECONDS} s:\n{self.output()}")
 
-    def stop(self) -> int:
-        """SIGTERM, and the exit status (the processes are killed after :data:`STOP_SECONDS`)."""
+    def stop(self, ctrl_c: bool = False) -> int:
+        """SIGTERM to the server, or with ``ctrl_c`` SIGINT to every process of its group as a
+        terminal's Ctrl-C sends it, and the exit status (the processes are killed after
+        :data:`STOP_SECONDS`)."""
         if self.process.poll() is None:
-            self.process.send_signal(signal.SIGTERM)
+            if ctrl_c:
+                os.killpg(self.process.pid, signal.SIGINT)
+            else:
+                self.process.send_signal(signal.SIGTERM)
         try:
             return self.process.wait(timeout=STOP_SECONDS)
         except subprocess.TimeoutExpired:
             self.kill()
-            raise RuntimeError(f"the server did not stop within {STOP_SECONDS} s of SIGTERM:\n{self.output()}") from None
+            sent = "Ctrl-C" if ctrl_c else "SIGTERM"
+            raise RuntimeError(f"the server did not stop within {STOP_SECONDS} s of {sent}:\n{self.output()}") from None
 
     def kill(self) -> None:
         """SIGKILL to the server and every process it started."""

@@ -1,9 +1,11 @@
 """Running a server: the options both ``serve`` commands take, and :func:`serve`, which starts
 LitServe with the request gate in front of the head's route and runs until stopped.
 
-SIGTERM (as Ctrl-C) stops the server gracefully: the HTTP process stops accepting connections,
+SIGTERM, or Ctrl-C, stops the server gracefully: the HTTP process stops accepting connections,
 answers every request it has taken (the inference workers run until it is done, up to LitServe's
-30 s), and the command exits with status 0.
+30 s), and the command exits with status 0. Ctrl-C reaches every process of the terminal's group;
+the inference workers ignore it (:meth:`core.serving.api.BatchedAPI.setup`) and are stopped after
+the HTTP process.
 """
 
 from __future__ import annotations

@@ -62,6 +62,7 @@ RESULTS = Path(__file__).parent / "results"
 DOCS = Path(__file__).parent.parent / "docs"
 PAGE = "results.md"
 FIGURES = "figures"
+FLOAT32_FIGURE = "translation_quality_float32.png"  # the defaults and the loop on CPUs without bfloat16
 
 LOOP = "plain timm loop (best rate)"
 DEFAULTS = "vision.train defaults"
@@ -1008,6 +1009,9 @@ def render(
             plot_quality(vision, quality.vision_order, "test accuracy (%)", figures_dir / "vision_quality.png")  # levers: in words only
         if nmt:
             plot_quality(nmt, quality.nmt_order, "test BLEU", figures_dir / "translation_quality.png")
+        float32 = float32_figures(quality.nmt_float32)
+        if float32:
+            plot_quality(float32, (NMT_LOOP, NMT_DEFAULTS), "test BLEU", figures_dir / FLOAT32_FIGURE)
         speeds = speed_rows(vision, DEFAULTS, LOOP, "vision ") + speed_rows(nmt, NMT_DEFAULTS, NMT_LOOP, "translation ")
         if speeds:
             plot_speed(speeds, figures_dir / "speed_ratios.png")
@@ -1029,7 +1033,7 @@ def render(
         levers=levers or "(none)",
         nmt=defaults_table(nmt, NMT_DEFAULTS, NMT_LOOP, what="corpus") if nmt else "(no results)",
         nmt_multiples=budget_multiples(nmt, NMT_DEFAULTS, NMT_LOOP) if nmt else "(no results)",
-        nmt_float32=float32_machines(quality.nmt_float32, quality.nmt_float32_effects),
+        nmt_float32=float32_machines(quality.nmt_float32, quality.nmt_float32_effects, plotted=True),
         nmt_history=nmt_history or "(none)",
         nmt_levers=nmt_levers or "(none)",
     )
@@ -1151,17 +1155,27 @@ def float32_budgets(runs: Iterable[Run]) -> str:
     )
 
 
-def float32_machines(figures: Mapping[tuple, Cell], found: Mapping[str, list[Effect]]) -> str:
+def float32_figures(figures: Mapping[tuple, Cell]) -> dict[tuple, Cell]:
+    """The defaults' and the loop's figures of CPUs without bfloat16, those the figure of
+    :data:`FLOAT32_FIGURE` draws; none where the defaults have none."""
+    if not any(name == NMT_DEFAULTS for _, _, name in figures):
+        return {}
+    return {key: cell for key, cell in figures.items() if key[2] in (NMT_LOOP, NMT_DEFAULTS)}
+
+
+def float32_machines(figures: Mapping[tuple, Cell], found: Mapping[str, list[Effect]], plotted: bool = False) -> str:
     """The translation defaults against the loop on CPUs without bfloat16 (:func:`without_bf16`),
     with the machines they ran on, the lead as budget (:func:`budget_multiples`) and the earlier
-    defaults and levers measured there (``found``, their :func:`effects`)."""
-    if not any(name == NMT_DEFAULTS for _, _, name in figures):
+    defaults and levers measured there (``found``, their :func:`effects`); ``plotted``: led by the
+    figure of :data:`FLOAT32_FIGURE` (the results page's)."""
+    if not float32_figures(figures):
         return "(no runs on such a CPU yet)"
     machines = sorted({run.machine for cell in figures.values() for run in cell.runs})
     listed = "\n".join(part for part in history_and_levers(found, []) if part)
     measured = f"\n\nLevers measured on such a CPU, against the defaults there:\n\n{listed}" if listed else ""
+    figure = f"![Test BLEU against minutes on a CPU without bfloat16]({FIGURES}/{FLOAT32_FIGURE})\n\n" if plotted else ""
     return (
-        f"Machine: {', '.join(machines)}.\n\n{defaults_table(figures, NMT_DEFAULTS, NMT_LOOP, what='corpus')}\n\n"
+        f"{figure}Machine: {', '.join(machines)}.\n\n{defaults_table(figures, NMT_DEFAULTS, NMT_LOOP, what='corpus')}\n\n"
         f"The lead as budget:\n\n{budget_multiples(figures, NMT_DEFAULTS, NMT_LOOP)}{measured}"
     )
 

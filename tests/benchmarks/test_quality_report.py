@@ -298,7 +298,7 @@ def test_translation_on_a_cpu_without_bf16_is_a_table_of_its_own(tmp_path: Path)
                               "train_tokens_per_second": 300.0, "precision": "32-true", "precision_setting": "auto"},
                              {**float32, "corpus": "toy", "minutes": 8.0, "bleu": 15.5, "train_tokens_per_second": 300.0}]}),
     ]) + "\n")
-    page = quality_report.render(folder, None, translation=translation())
+    page = quality_report.render(folder, tmp_path / "figures", translation=translation())
     main, apart = page.split("### On a CPU without bfloat16")
     apart, rest = apart.split("### History", 1)
     # a lever or an earlier recipe measured on such a CPU is set against the defaults there, and
@@ -308,12 +308,19 @@ def test_translation_on_a_cpu_without_bf16_is_a_table_of_its_own(tmp_path: Path)
     assert "module.lr=1e-3" not in main + rest and "15.5" not in main + rest
     assert cells_of(main, "| toy | 8 minutes |")[2:6] == ["5.0", "20.0", "+15.0", "1.50x"]
     assert "Machine: AMD EPYC (AVX2)." in apart
+    # their own figure: the defaults and the loop there, no lever
+    float32 = quality_report.measure(folder, VISION, translation()).nmt_float32
+    assert {name for _, _, name in quality_report.float32_figures(float32)} == {NMT_LOOP, NMT_DEFAULTS}
+    assert f"![Test BLEU against minutes on a CPU without bfloat16](figures/{quality_report.FLOAT32_FIGURE})" in apart
+    assert (tmp_path / "figures" / quality_report.FLOAT32_FIGURE).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert cells_of(apart, "| toy | 8 minutes |")[2:6] == ["4.0", "15.0", "+11.0", "1.50x"]
     assert "The lead as budget:\n\n(no data set has the loop at a larger budget under the defaults)" in apart
     empty = tmp_path / "none"
     empty.mkdir()
     (empty / "quality_nmt.jsonl").write_text(nmt({"time": "2026-01-01T00:00:00", "cpu": "Intel Xeon"}, 20.0, 5.0, "bf16-mixed") + "\n")
-    assert "(no runs on such a CPU yet)" in quality_report.render(empty, None, translation=translation())
+    page = quality_report.render(empty, tmp_path / "no-figures", translation=translation())
+    assert "(no runs on such a CPU yet)" in page and quality_report.FLOAT32_FIGURE not in page
+    assert not (tmp_path / "no-figures" / quality_report.FLOAT32_FIGURE).exists()
 
 
 def test_a_pair_at_equal_steps_is_a_lever_in_words_and_no_budget_of_the_tables(tmp_path: Path) -> None:

@@ -247,7 +247,7 @@ def fit_and_test(
     best = best_checkpoint(trainer, cfg.optimized_metric)
     last = output_dir / "checkpoints" / "last.ckpt"
     evaluate_command = f"python -m {cfg.module._target_.split('.')[0]}.evaluate"
-    with preempted_after_training(trainer, best or (str(last) if last.is_file() else ""), evaluate_command):
+    with preempted_after_training(trainer, best or (str(last) if last.is_file() else ""), evaluate_command, preemption.held):
         if cfg.optimized_metric not in metrics:  # training stopped (max_steps) before any validation
             for results in trainer.validate(module, datamodule=datamodule):
                 metrics.update(scalar_metrics(results))

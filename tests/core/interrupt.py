@@ -1,5 +1,5 @@
-"""A scheduler's SIGTERM at a chosen step, between accumulated micro-batches or in the test, and
-the logged loss curve to compare runs by."""
+"""A scheduler's SIGTERM at a chosen step, between accumulated micro-batches (as a time budget
+ends, too) or in the test, and the logged loss curve to compare runs by."""
 
 from __future__ import annotations
 
@@ -35,6 +35,15 @@ class SigtermMidAccumulation(pl.Callback):
         if trainer.global_step == self.step and not self.sent:
             self.sent = True
             os.kill(os.getpid(), signal.SIGTERM)
+
+
+class SigtermAsBudgetEnds(SigtermMidAccumulation):
+    """As :class:`SigtermMidAccumulation`, and training stops after that batch, as the end of a
+    time budget stops it (Lightning's ``Timer``): between accumulated micro-batches."""
+
+    def on_train_batch_end(self, trainer: pl.Trainer, *args: Any) -> None:
+        if self.sent:
+            trainer.should_stop = True
 
 
 class SigtermInTest(pl.Callback):

@@ -175,3 +175,19 @@ def test_sigterm_in_the_test_after_training_exits_143_and_names_the_checkpoint_t
     (best,) = (tmp_path / "checkpoints").glob("best-*.ckpt")
     assert f"before its evaluation: evaluate {best} with python -m tests.evaluate ckpt_path={best}" in caplog.text
     assert not (tmp_path / "metrics.json").exists()  # no figures of a test that did not finish
+
+
+def test_sigterm_held_as_a_budget_ends_mid_accumulation_stops_the_evaluation_after_training(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A SIGTERM held between accumulated micro-batches when training stops there (a time budget's
+    end) does not reach Lightning, which forgets its flag as the test starts: the run must not go
+    on to evaluate as if no SIGTERM had come."""
+    with caplog.at_level(logging.WARNING, logger="core.training.callbacks.faults"), pytest.raises(SystemExit) as stopped:
+        train(tiny_config(
+            tmp_path, "trainer.accumulate_grad_batches=2", "+callbacks.sigterm._target_=tests.core.interrupt.SigtermAsBudgetEnds",
+            "+callbacks.sigterm.step=1",  # as the third batch starts; training stops after it
+        ))
+    assert stopped.value.code == PREEMPTED_EXIT
+    assert "preempted (SIGTERM) after training ended at step 1, before its evaluation" in caplog.text
+    assert not (tmp_path / "metrics.json").exists()

@@ -57,7 +57,11 @@ class PreemptionCheckpoint(pl.Callback):
     stop after the batch it arrived in, and a run resumed there would start the accumulation
     again without the gradients of the micro-batches before it. The signal is held at this
     callback's batch end, so one that lands in the hooks after it (milliseconds of a batch) still
-    stops mid-accumulation."""
+    stops mid-accumulation.
+
+    A signal still held when training stops between micro-batches (a time budget's end) stays in
+    :attr:`held`: Lightning would forget it as the evaluation starts, and the runner stops the
+    evaluation with it instead (:func:`preempted_after_training`)."""
 
     def __init__(self, dirpath: str | Path) -> None:
         self.dirpath = Path(dirpath)
@@ -77,9 +81,6 @@ class PreemptionCheckpoint(pl.Callback):
         signals = trainer._signal_connector  # Lightning stops after this hook when its received_sigterm is set
         self.held = self.held or signals.received_sigterm
         signals.received_sigterm = False
-
-    def on_train_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
-        self.release(trainer)  # training ended mid-accumulation: the evaluation after it stops instead
 
     def release(self, trainer: pl.Trainer) -> None:
         """Pass a held SIGTERM on to Lightning."""
@@ -120,12 +121,17 @@ def fit_or_preempt(trainer: pl.Trainer, callback: PreemptionCheckpoint, **fit_kw
 
 
 @contextmanager
-def preempted_after_training(trainer: pl.Trainer, checkpoint: str, evaluate_command: str) -> Iterator[None]:
+def preempted_after_training(
+    trainer: pl.Trainer, checkpoint: str, evaluate_command: str, held: bool = False
+) -> Iterator[None]:
     """Around the evaluation that follows training (a final validation, the test): a SIGTERM there
     ends the run as one during training does, with :class:`Preempted` (status
     :data:`PREEMPTED_EXIT`, no traceback) and a warning that names ``checkpoint``, the weights the
-    test was to evaluate, and how to evaluate them (``evaluate_command``)."""
+    test was to evaluate, and how to evaluate them (``evaluate_command``). ``held``: a SIGTERM
+    came at the end of training (:attr:`PreemptionCheckpoint.held`); the evaluation does not start."""
     try:
+        if held:
+            raise SIGTERMException
         yield
     except SIGTERMException:
         if trainer.is_global_zero:

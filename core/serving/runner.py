@@ -5,7 +5,9 @@ SIGTERM, or Ctrl-C, stops the server gracefully: the HTTP process stops acceptin
 answers every request it has taken (the inference workers run until it is done, up to LitServe's
 30 s), and the command exits with status 0. Ctrl-C reaches every process of the terminal's group;
 the inference workers ignore it (:meth:`core.serving.api.BatchedAPI.setup`) and are stopped after
-the HTTP process.
+the HTTP process. A stop cut short (a signal before serving began, or a second one during the
+graceful stop, which forces it) exits with 128 + the signal's number: 130 for Ctrl-C, 143 for
+SIGTERM.
 """
 
 from __future__ import annotations
@@ -118,28 +120,34 @@ def serve(handler: Any, path: str, route: Route, args: argparse.Namespace, metad
         middlewares=[(RequestGate, {"routes": {path: route}, "max_body_bytes": args.max_body_bytes})],
         model_metadata=metadata,
     )
-    stop_on_sigterm()
+    received = stop_on_signals()
     try:
         server.run(  # one HTTP process for all the workers (LitServe's default starts one per worker)
             host=args.host, port=args.port, log_level=args.log_level, generate_client_file=False, num_api_servers=1
         )
-    except KeyboardInterrupt:  # stopped before serving began: no request was taken
+    except KeyboardInterrupt:  # before serving began, or a second signal during the graceful stop
         for child in multiprocessing.active_children():
             child.terminate()
+        raise SystemExit(128 + received[-1]) from None
 
 
-def stop_on_sigterm() -> None:
+def stop_on_signals() -> list[int]:
     """Make SIGTERM stop this process as Ctrl-C does (LitServe then stops its HTTP processes
-    gracefully, which drains them, and its workers after them). The HTTP processes are forked from
-    this one and inherit the handler; uvicorn raises the signal again in them after their own
-    graceful stop, and there it keeps its default meaning."""
+    gracefully, which drains them, and its workers after them); the list returned gathers the
+    signals (SIGTERM, SIGINT) this process receives. The HTTP processes are forked from this one
+    and inherit the handler; uvicorn raises the signal again in them after their own graceful
+    stop, and there it keeps its default meaning."""
     server = os.getpid()
+    received: list[int] = []
 
     def stop(signum: int, frame: object) -> None:
         if os.getpid() != server:
             signal.signal(signum, signal.SIG_DFL)
             os.kill(os.getpid(), signum)
             return
+        received.append(signum)
         raise KeyboardInterrupt
 
-    signal.signal(signal.SIGTERM, stop)
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(signum, stop)
+    return received

@@ -2,13 +2,15 @@
 its answers are those of ``python -m vision.predict`` for the same images, whether sent as base64
 JSON or multipart uploads, alone or batched with others; every bad request gets its 4xx with a
 one-line reason and the next good request is answered; SIGTERM, or Ctrl-C to the whole process
-group, answers the request in flight and exits 0."""
+group, answers the request in flight and exits 0, and a second signal forces the stop (143)."""
 
 from __future__ import annotations
 
+import contextlib
 import http.client
 import io
 import json
+import signal
 import struct
 import threading
 import time
@@ -237,5 +239,27 @@ def test_stopping_answers_the_request_in_flight_and_exits_0(
         client.join(timeout=60)
     assert status == 0, server.output()
     assert answers == [(200, {"predictions": predictions})], server.output()
+    with pytest.raises(OSError):
+        get(f"{server.url}/health", timeout=5)
+
+
+def test_a_second_sigterm_forces_the_stop_and_exits_143(tmp_path: Path, classifier_checkpoint: Path, expected: dict) -> None:
+    path = next(iter(expected))
+    # A batch waits up to 5 s for company: the graceful stop still waits on it when the second SIGTERM comes.
+    server = Server("vision.serve", classifier_checkpoint, tmp_path / "server.log", "--batch-timeout", "5")
+
+    def request() -> None:
+        with contextlib.suppress(OSError):  # the forced stop may close its connection unanswered
+            post_json(f"{server.url}/predict", {"image": b64(path)}, timeout=60)
+
+    with server:
+        client = threading.Thread(target=request)
+        client.start()
+        time.sleep(0.5)
+        server.process.send_signal(signal.SIGTERM)
+        time.sleep(1.0)
+        status = server.stop()  # the second SIGTERM
+        client.join(timeout=60)
+    assert status == 143, server.output()
     with pytest.raises(OSError):
         get(f"{server.url}/health", timeout=5)

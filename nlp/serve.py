@@ -11,7 +11,8 @@ with the same beam and prefix together. Each request is checked in the HTTP proc
 queued: no empty text, at most ``MAX_TEXT_CHARS`` characters per text and ``MAX_TEXTS`` texts per
 request, an ``nbest`` within the beam, a prefix of at most ``MAX_PREFIX_CHARS`` characters; the
 worker refuses a prefix the model cannot start a translation with (more subwords than its
-``max_len`` holds) before the request joins a batch. Needs ``pip install -e ".[serve]"``.
+``max_len`` holds), answering that request alone while the rest of its batch is translated.
+Needs ``pip install -e ".[serve]"``.
 """
 
 from __future__ import annotations
@@ -123,7 +124,7 @@ class TranslatorHandler:
 
     def decode(self, payload: dict[str, Any]) -> TextRequest:
         """The request's texts and decoding; a prefix the model cannot start a translation with is
-        refused here (422), before the request joins a batch."""
+        refused here (422), and the request answered apart from its batch (:mod:`core.serving.api`)."""
         from nlp.translate import Decoding, prefix_ids
 
         texts, single = ([payload[ONE]], True) if ONE in payload else (payload[MANY], False)

@@ -1,7 +1,9 @@
-"""``python -m vision.serve CKPT [--port 8000] [--max-batch-size 16] [--batch-timeout 0.01]``: a
-trained Vision Transformer over HTTP, on LitServe. ``POST /predict`` takes images as base64 in
+"""``python -m vision.serve CKPT_OR_DIR [--port 8000] [--max-batch-size 16] [--batch-timeout 0.01]``:
+a trained Vision Transformer over HTTP, on LitServe. ``POST /predict`` takes images as base64 in
 JSON or as multipart uploads and answers the top-k classes of each with their probabilities, as
-``python -m vision.predict`` computes them; ``GET /health`` says whether it is ready.
+``python -m vision.predict`` computes them; ``GET /health`` says whether it is ready. The model is
+a checkpoint or a directory written by ``python -m vision.export --format safetensors``, loaded as
+``vision.predict`` loads it.
 
 Requests that arrive together are classified as one batch (``--max-batch-size`` requests, waiting
 up to ``--batch-timeout`` seconds). Each image is checked in the HTTP process before it is queued:
@@ -43,7 +45,8 @@ Ranked = list[tuple[str, float]]
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
     """The command line (``sys.argv[1:]`` when ``argv`` is None)."""
     parser = ArgumentParser(prog="python -m vision.serve", description=__doc__.split("\n\n")[0])
-    parser.add_argument("checkpoint", help="a checkpoint written by vision.train (e.g. checkpoints/last.ckpt)")
+    parser.add_argument("checkpoint", help="a checkpoint written by vision.train (e.g. checkpoints/last.ckpt) "
+                        "or a directory written by vision.export --format safetensors")
     add_server_options(parser)
     return parser.parse_args(argv)
 
@@ -206,7 +209,7 @@ def route() -> Route:
 
 @command
 def main(argv: list[str] | None = None) -> None:
-    """Serve the checkpoint until SIGTERM or Ctrl-C."""
+    """Serve the checkpoint or exported directory until SIGTERM or Ctrl-C."""
     args = parse_args(argv)
     if not Path(args.checkpoint).exists():  # before the heavy imports
         raise FileNotFoundError(

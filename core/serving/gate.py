@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -123,7 +123,7 @@ async def read_body(headers: Headers, receive: Receive, limit: int) -> bytes:
 async def form_fields(headers: Headers, body: bytes) -> Fields:
     """The fields of a multipart body in order: (name, text) and (name, file bytes)."""
 
-    async def stream():  # noqa: ANN202 - the parser's async byte stream
+    async def stream() -> AsyncIterator[bytes]:
         yield body
 
     try:

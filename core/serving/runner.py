@@ -23,6 +23,7 @@ from core.commands.arguments import add_device_option, positive_int
 from core.errors import InputError
 
 if TYPE_CHECKING:
+    from core.serving.api import Handler
     from core.serving.gate import Route
 
 HOSTS = ("127.0.0.1", "0.0.0.0", "::")  # the addresses LitServe binds
@@ -101,8 +102,8 @@ def litserve_devices(device: str) -> tuple[str, list[int] | int]:
     return (kind, 1) if kind == "cpu" else (kind, [int(index or 0)])
 
 
-def serve(handler: Any, path: str, route: Route, args: argparse.Namespace, metadata: dict[str, Any]) -> None:
-    """Serve ``handler`` (:class:`core.serving.api.Handler`) at POST ``path`` behind the gate
+def serve(handler: Handler, path: str, route: Route, args: argparse.Namespace, metadata: dict[str, Any]) -> None:
+    """Serve ``handler`` at POST ``path`` behind the gate
     with ``route``'s checks, with the options of :func:`add_server_options`, until SIGTERM or
     Ctrl-C; ``metadata`` is shown at ``GET /info``."""
     import litserve

@@ -173,6 +173,7 @@ def test_sigterm_in_the_test_after_training_exits_143_and_names_the_checkpoint_t
         train(tiny_config(tmp_path, "+callbacks.sigterm._target_=tests.core.interrupt.SigtermInTest"))
     assert stopped.value.code == PREEMPTED_EXIT
     (best,) = (tmp_path / "checkpoints").glob("best-*.ckpt")
+    assert stopped.value.path == best  # Preempted, for a caller of train()
     assert f"before its evaluation: evaluate {best} with python -m tests.evaluate ckpt_path={best}" in caplog.text
     assert not (tmp_path / "metrics.json").exists()  # no figures of a test that did not finish
 

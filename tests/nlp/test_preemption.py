@@ -36,6 +36,7 @@ def test_sigterm_saves_the_step_exits_143_and_resumes_on_the_same_batches(tmp_pa
         train(config(interrupted, corpus, "+callbacks.sigterm._target_=tests.core.interrupt.SigtermAt", "+callbacks.sigterm.step=5"))
     assert stopped.value.code == PREEMPTED_EXIT
     last = interrupted / "checkpoints" / "last.ckpt"
+    assert (stopped.value.path, stopped.value.step) == (last, 5)  # Preempted, for a caller of train()
     checkpoint = core.load_checkpoint(last)
     assert checkpoint["global_step"] == 5
     assert checkpoint["loops"]["fit_loop"]["state_dict"]["combined_loader"][0].items() >= {"epoch": 0, "batches": 5}.items()

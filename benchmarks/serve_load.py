@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import base64
+import contextlib
 import json
 import math
 import os
@@ -100,12 +101,10 @@ class Server:
             raise RuntimeError(f"the server did not stop within {STOP_SECONDS} s of {sent}:\n{self.output()}") from None
 
     def kill(self) -> None:
-        """SIGKILL to the server and every process it started."""
-        for pid in [*descendants(self.process.pid), self.process.pid]:
-            try:
-                os.kill(pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
+        """SIGKILL to every process of the server's group (it started them all; its own session),
+        those left behind by a server that has died too."""
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(self.process.pid, signal.SIGKILL)
         self.process.wait(timeout=STOP_SECONDS)
 
     def output(self) -> str:
@@ -116,27 +115,12 @@ class Server:
         try:
             return self.start()
         except BaseException:
-            if self.process.poll() is None:
-                self.kill()
+            self.kill()
             raise
 
     def __exit__(self, *exc: object) -> None:
         if self.process.poll() is None:
             self.stop()
-
-
-def descendants(pid: int) -> list[int]:
-    """The processes started by ``pid``, and theirs (Linux ``/proc``)."""
-    found = []
-    for status in Path("/proc").glob("[0-9]*/status"):
-        try:
-            fields = dict(line.split(":\t", 1) for line in status.read_text().splitlines() if ":\t" in line)
-        except OSError:
-            continue
-        if fields.get("PPid", "").strip() == str(pid):
-            child = int(status.parent.name)
-            found += [child, *descendants(child)]
-    return found
 
 
 def request(url: str, body: bytes | None, headers: dict[str, str], timeout: float, method: str) -> tuple[int, Any]:
@@ -192,7 +176,10 @@ def load(url: str, bodies: list[bytes], clients: int, requests: int, seconds: fl
                 body = bodies[sent % len(bodies)]
                 sent += 1
             start = time.perf_counter()
-            status, _ = post(url, body, timeout=max(1.0, deadline - time.monotonic() + 30))
+            try:
+                status, _ = post(url, body, timeout=max(1.0, deadline - time.monotonic() + 30))
+            except OSError:  # no answer (a timeout, a closed connection): a failure too
+                status = 0
             elapsed = time.perf_counter() - start
             with lock:
                 (latencies.append(elapsed) if status == 200 else failures.append(status))

@@ -103,9 +103,9 @@ def litserve_devices(device: str) -> tuple[str, list[int] | int]:
 
 
 def serve(handler: Handler, path: str, route: Route, args: argparse.Namespace, metadata: dict[str, Any]) -> None:
-    """Serve ``handler`` at POST ``path`` behind the gate
-    with ``route``'s checks, with the options of :func:`add_server_options`, until SIGTERM or
-    Ctrl-C; ``metadata`` is shown at ``GET /info``."""
+    """Serve ``handler`` at POST ``path`` behind the gate with ``route``'s checks, with the
+    options of :func:`add_server_options`, until SIGTERM or Ctrl-C; ``metadata`` is shown at
+    ``GET /info``."""
     import litserve
 
     from core.serving.api import BatchedAPI
@@ -129,7 +129,7 @@ def serve(handler: Handler, path: str, route: Route, args: argparse.Namespace, m
     except KeyboardInterrupt:  # before serving began, or a second signal during the graceful stop
         for child in multiprocessing.active_children():
             child.terminate()
-        raise SystemExit(128 + received[-1]) from None
+        raise SystemExit(128 + (received[-1] if received else signal.SIGINT)) from None
 
 
 def stop_on_signals() -> list[int]:

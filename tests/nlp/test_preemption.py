@@ -26,14 +26,19 @@ def config(tmp_path: Path, corpus: Path, *overrides: str):  # type: ignore[no-un
     )
 
 
-def test_sigterm_saves_the_step_exits_143_and_resumes_on_the_same_batches(tmp_path: Path) -> None:
+@pytest.mark.parametrize(
+    "bound", [(), ("trainer.max_epochs=2", "trainer.max_steps=-1")], ids=["steps", "epochs"]
+)  # an epoch bound's schedule is planned once Lightning has restored the loader's position
+def test_sigterm_saves_the_step_exits_143_and_resumes_on_the_same_batches(tmp_path: Path, bound: tuple[str, ...]) -> None:
     corpus = write_lines(tmp_path / "pairs.tsv", [f"{s}\t{t}" for s, t in reverse_pairs(120, seed=0)])
-    train(config(tmp_path / "whole", corpus))
+    train(config(tmp_path / "whole", corpus, *bound))
     whole = logged_losses(tmp_path / "whole")
 
     interrupted = tmp_path / "interrupted"
     with pytest.raises(SystemExit) as stopped:
-        train(config(interrupted, corpus, "+callbacks.sigterm._target_=tests.core.interrupt.SigtermAt", "+callbacks.sigterm.step=5"))
+        train(config(
+            interrupted, corpus, *bound, "+callbacks.sigterm._target_=tests.core.interrupt.SigtermAt", "+callbacks.sigterm.step=5"
+        ))
     assert stopped.value.code == PREEMPTED_EXIT
     last = interrupted / "checkpoints" / "last.ckpt"
     assert (stopped.value.path, stopped.value.step) == (last, 5)  # Preempted, for a caller of train()
@@ -41,7 +46,7 @@ def test_sigterm_saves_the_step_exits_143_and_resumes_on_the_same_batches(tmp_pa
     assert checkpoint["global_step"] == 5
     assert checkpoint["loops"]["fit_loop"]["state_dict"]["combined_loader"][0].items() >= {"epoch": 0, "batches": 5}.items()
 
-    train(config(interrupted, corpus, f"ckpt_path={last}"))
+    train(config(interrupted, corpus, *bound, f"ckpt_path={last}"))
     resumed = logged_losses(interrupted)
     assert sorted(resumed) == sorted(whole) and len(whole) >= STEPS - 1
     for step, loss in whole.items():

@@ -49,23 +49,28 @@ def recorded(run_dir: Path) -> dict[int, dict[str, Any]]:
     return {record["step"]: record for record in map(json.loads, lines)}
 
 
-def test_sigterm_mid_epoch_resumes_on_the_same_batches_and_rates(tmp_path: Path) -> None:
+@pytest.mark.parametrize(
+    ("bound", "steps"), [((), STEPS), (("trainer.max_epochs=4", "trainer.max_steps=-1"), 16)], ids=["steps", "epochs"]
+)  # an epoch bound's schedule is planned once Lightning has restored the loader's position
+def test_sigterm_mid_epoch_resumes_on_the_same_batches_and_rates(tmp_path: Path, bound: tuple[str, ...], steps: int) -> None:
     whole, interrupted = tmp_path / "whole", tmp_path / "interrupted"
     whole.mkdir()
     interrupted.mkdir()
-    train(config(whole))
+    train(config(whole, *bound))
     with pytest.raises(SystemExit) as stopped:
-        train(config(interrupted, "+callbacks.sigterm._target_=tests.core.interrupt.SigtermAt", "+callbacks.sigterm.step=6"))
+        train(config(
+            interrupted, *bound, "+callbacks.sigterm._target_=tests.core.interrupt.SigtermAt", "+callbacks.sigterm.step=6"
+        ))
     assert stopped.value.code == PREEMPTED_EXIT
     last = interrupted / "checkpoints" / "last.ckpt"
     checkpoint = core.load_checkpoint(last)
     assert checkpoint["global_step"] == 6
     assert checkpoint["loops"]["fit_loop"]["state_dict"]["combined_loader"][0].items() >= {"epoch": 1, "batches": 2}.items()
 
-    train(config(interrupted, f"ckpt_path={last}"))
+    train(config(interrupted, *bound, f"ckpt_path={last}"))
     expected, resumed = recorded(whole), recorded(interrupted)
-    assert sorted(expected) == sorted(resumed) == list(range(STEPS))
+    assert sorted(expected) == sorted(resumed) == list(range(steps))
     assert len({tuple(record["labels"]) for record in expected.values()}) > 4  # the epochs are shuffled differently
-    for step in range(STEPS):
+    for step in range(steps):
         assert resumed[step]["labels"] == expected[step]["labels"], step
         assert resumed[step]["lr"] == pytest.approx(expected[step]["lr"], rel=1e-9), step

@@ -85,10 +85,15 @@ def steps_per_epoch(trainer: pl.Trainer) -> float:
 def run_plan(trainer: pl.Trainer) -> RunPlan | None:
     """The plan that the Trainer's :class:`TrainingBudget` published (None while a time budget's
     pace is being measured); without that callback, the plan of ``max_epochs`` / ``max_steps``."""
-    budget = next((callback for callback in trainer.callbacks if isinstance(callback, TrainingBudget)), None)
+    budget = training_budget(trainer)
     if budget is not None:
         return budget.plan
     return RunPlan(float(stepping_bound(trainer) or math.inf), steps_per_epoch(trainer))
+
+
+def training_budget(trainer: pl.Trainer) -> TrainingBudget | None:
+    """The Trainer's :class:`TrainingBudget`, None without one."""
+    return next((callback for callback in trainer.callbacks if isinstance(callback, TrainingBudget)), None)
 
 
 class FollowsThePlan:
@@ -120,7 +125,15 @@ class FollowsThePlan:
 
 def stepping_bound(trainer: pl.Trainer) -> int | None:
     """The optimizer steps that ``max_epochs`` / ``max_steps`` allow, None when unbounded (a run
-    bounded by ``max_time`` alone): the ``total_steps`` a module gives its schedule at first."""
+    bounded by ``max_time`` alone): the ``total_steps`` a module gives its schedule at first.
+
+    Also None for an epoch bound while Lightning has not set the training loader up (in
+    ``configure_optimizers``) and a :class:`TrainingBudget` plans the run as training starts:
+    counting an epoch's batches there (``estimated_stepping_batches``) would set the loader up
+    before a resumed run restores its position, and the resumed epoch would start again from its
+    first batch."""
+    if trainer.max_epochs != -1 and trainer.train_dataloader is None and training_budget(trainer) is not None:
+        return None
     bound = float(trainer.estimated_stepping_batches)
     return max(1, int(bound)) if math.isfinite(bound) else None
 

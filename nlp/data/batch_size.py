@@ -11,7 +11,9 @@ rounded down to a multiple of 64 and kept within [:data:`MIN_TOKENS`, :data:`MAX
 neither bound (``max_steps`` alone) it is :data:`STEPS_ONLY_TOKENS`, fairseq's usual
 ``--max-tokens``. Under data parallelism ``T`` and the pace are the whole job's and ``B`` is
 shared: each of ``W`` processes batches ``B / W`` tokens (a multiple of 64, at least
-:data:`MIN_TOKENS`), so the job still takes ``T / B`` steps.
+:data:`MIN_TOKENS`), so the job still takes ``T / B`` steps, or ``T / (W * MIN_TOKENS)`` where that
+floor binds. Gradient accumulation over ``k`` batches (``trainer.accumulate_grad_batches``) makes
+steps of ``k`` such batches: ``T / (k B)`` steps.
 
 Why: a short budget is spent best on many small updates, a long one on larger, less noisy batches
 (the critical batch grows as training goes, McCandlish et al. 2018). Measured on 2 CPU cores with

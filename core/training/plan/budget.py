@@ -132,7 +132,7 @@ def stepping_bound(trainer: pl.Trainer) -> int | None:
     counting an epoch's batches there (``estimated_stepping_batches``) would set the loader up
     before a resumed run restores its position, and the resumed epoch would start again from its
     first batch."""
-    if trainer.max_epochs != -1 and trainer.train_dataloader is None and training_budget(trainer) is not None:
+    if training_budget(trainer) is not None and trainer.max_epochs != -1 and trainer.train_dataloader is None:
         return None
     bound = float(trainer.estimated_stepping_batches)
     return max(1, int(bound)) if math.isfinite(bound) else None

@@ -296,11 +296,11 @@ class ImageClassifier(FollowsThePlan, LightningModule):
             for group in groups:  # the schedule scales each group's own peak
                 group["lr"] = self.hparams.lr * group.pop("lr_scale")
         optimizer = torch.optim.AdamW(groups, lr=self.hparams.lr, betas=tuple(self.hparams.betas))
-        total_steps = stepping_bound(self.trainer)  # the budget callback refines it for max_time
+        total_steps = stepping_bound(self.trainer)  # None until the budget callback plans it (max_time, max_epochs)
         per_epoch = steps_per_epoch(self.trainer)
         if not math.isfinite(per_epoch) and self.trainer.datamodule is not None:
-            # max_steps alone bounds the run, so Lightning has not sized the loader yet (sizing its
-            # own here would keep a resumed run from restoring the loader's position)
+            # Lightning has not sized its loader yet (sizing it here would keep a resumed run from
+            # restoring the loader's position): the datamodule's own loader has the same length
             per_epoch = len(self.trainer.datamodule.train_dataloader()) / self.trainer.accumulate_grad_batches
         warmup_steps = round(self.hparams.warmup_epochs * per_epoch) if math.isfinite(per_epoch) else 0
         scheduler = warmup_cosine(optimizer, warmup_steps, total_steps, self.hparams.min_lr_ratio)

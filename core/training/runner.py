@@ -25,7 +25,7 @@ from lightning.pytorch.callbacks import WeightAveraging
 from omegaconf import DictConfig, OmegaConf
 
 from core.files.atomic import atomic_path
-from core.training.plan.budget import TrainingBudget, resolve_epochs
+from core.training.plan.budget import TrainingBudget, after_the_timer, resolve_epochs
 from core.training.plan.precision import resolve_precision
 from core.files.checkpoints import load_checkpoint, outline, require_finite_weights, require_fit
 from core.training.callbacks.checkpoints import AtomicCheckpointIO
@@ -204,6 +204,7 @@ def fit_and_test(
         plugins=[AtomicCheckpointIO()],
         _convert_="all",  # plain dicts for Lightning, e.g. trainer.max_time={minutes: 10}
     )
+    after_the_timer(trainer)
     pretrained = cfg.get("pretrained")
     data_settings = {}
     if pretrained:

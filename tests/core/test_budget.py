@@ -72,11 +72,34 @@ def test_max_steps_inside_an_epoch_validates_and_checkpoints_the_final_weights(t
     train(tiny_config(tmp_path, "trainer.max_epochs=5", "trainer.max_steps=6"))  # stops in epoch 2
     checkpoints = tmp_path / "checkpoints"
     assert core.load_checkpoint(checkpoints / "last.ckpt")["global_step"] == 6
-    (metrics_file,) = tmp_path.rglob("metrics.csv")
-    with metrics_file.open() as file:
-        validated_at = [int(row["step"]) for row in csv.DictReader(file) if row.get("val/acc")]
-    assert validated_at[-1] == 5  # the validation after the 6th optimizer step (0-based step 5)
+    assert validated_steps(tmp_path)[-1] == 5  # the validation after the 6th optimizer step (0-based step 5)
     assert logged_rates(tmp_path)[-1][1] < 3e-3 * 0.1
+
+
+def validated_steps(output_dir: Path) -> list[int]:
+    """The (0-based) steps of the CSV logger's validation rows."""
+    (metrics_file,) = output_dir.rglob("metrics.csv")
+    with metrics_file.open() as file:
+        return [int(row["step"]) for row in csv.DictReader(file) if row.get("val/acc")]
+
+
+@pytest.mark.parametrize(
+    ("bound", "last_step"),
+    [
+        (["trainer.max_epochs=3"], 11),  # the third epoch, which check_val_every_n_epoch=2 passes over
+        (["trainer.max_epochs=5", "trainer.max_steps=10"], 9),  # stops inside the third epoch
+        (["trainer.max_epochs=-1", "trainer.max_time={seconds: 2}", "+module.step_seconds=0.05", "+data.size=4096"], None),
+    ],
+    ids=["epochs", "steps", "time"],
+)
+def test_the_epoch_a_budget_ends_in_validates_although_check_val_every_n_epoch_passes_over_it(
+    tmp_path: Path, bound: list[str], last_step: int | None
+) -> None:
+    train(tiny_config(tmp_path, *bound, "trainer.check_val_every_n_epoch=2"))
+    steps = core.load_checkpoint(tmp_path / "checkpoints" / "last.ckpt")["global_step"]
+    assert last_step is None or steps == last_step + 1
+    assert validated_steps(tmp_path)[-1] == steps - 1  # the final weights, validated inside the fit
+    assert list((tmp_path / "checkpoints").glob("best-*.ckpt"))  # a best checkpoint, the final weights in the running
 
 
 def test_time_budget_ends_mid_epoch_and_anneals_over_its_time(tmp_path: Path) -> None:

@@ -143,6 +143,27 @@ def wall_clock_timer(trainer: pl.Trainer) -> Timer | None:
     return next((c for c in trainer.callbacks if isinstance(c, Timer) and c._duration), None)  # type: ignore[attr-defined]
 
 
+def validate_this_epoch(trainer: pl.Trainer) -> None:
+    """Make the epoch in progress validate, whatever ``trainer.check_val_every_n_epoch`` is: the
+    epoch a budget ends in holds the final weights, trained to the end of the schedule. Lightning
+    validates at an asked-for stop (``should_stop``), or at the epoch's end, only in an epoch that
+    ``check_val_every_n_epoch`` names; a run that ends in another would test an older checkpoint."""
+    if trainer.check_val_every_n_epoch is not None:  # None: validation every val_check_interval steps, in any epoch
+        trainer.check_val_every_n_epoch = 1
+
+
+def after_the_timer(trainer: pl.Trainer) -> None:
+    """Move the Trainer's :class:`TrainingBudget` after the ``Timer`` that ``trainer.max_time``
+    appends to its callbacks, so that the budget sees the time budget's stop in the hooks of the
+    batch it is asked for (Lightning calls the callbacks' hooks in their order)."""
+    timer, budget = wall_clock_timer(trainer), training_budget(trainer)
+    if timer is None or budget is None:
+        return
+    rest = [callback for callback in trainer.callbacks if callback is not budget]
+    at = rest.index(timer) + 1
+    trainer.callbacks = [*rest[:at], budget, *rest[at:]]
+
+
 class TrainingBudget(pl.Callback):
     """Plans every :class:`BudgetedSchedule` of the module's schedulers over the run's budget.
 
@@ -206,7 +227,10 @@ class TrainingBudget(pl.Callback):
         self, trainer: pl.Trainer, pl_module: pl.LightningModule, outputs: Any, batch: Any, batch_idx: int
     ) -> None:
         """Refine a time budget's plan; at ``max_steps`` ask Lightning to stop, which validates the
-        final weights first (a stop inside an epoch would otherwise skip that validation)."""
+        final weights first (a stop inside an epoch would otherwise skip that validation), and make
+        any stop asked for by now (the time budget's, from Lightning's ``Timer`` before this
+        callback: :func:`after_the_timer`) validate although ``check_val_every_n_epoch`` passes
+        over its epoch."""
         done = trainer.global_step - self.start_step
         if self.timer is not None and not self.timing and done == 1:
             # The first step carries one-off costs (compilation, allocator, workers): time from its end.
@@ -217,6 +241,13 @@ class TrainingBudget(pl.Callback):
             self.replan(trainer)
         if 0 < trainer.max_steps <= trainer.global_step:
             trainer.should_stop = True
+        if trainer.should_stop:
+            validate_this_epoch(trainer)
+
+    def on_train_epoch_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
+        """Make the last epoch of an epoch bound validate (see :func:`validate_this_epoch`)."""
+        if 0 < trainer.max_epochs <= trainer.current_epoch + 1:
+            validate_this_epoch(trainer)
 
     def planned_steps(self, trainer: pl.Trainer) -> float | None:
         """Optimizer steps the run will take: the epoch/step bound (inf without one), and for a

@@ -63,14 +63,18 @@ def tokenizer_file(cfg: DictConfig) -> None:
     require_file(cfg, "data.tokenizer_path", "pass a tokenizer.json, or data.tokenizer_path=null to train one")
 
 
-def decoding_length(cfg: DictConfig) -> None:
-    """``module.max_decode_len`` fits the decoder's positions (``model.max_len``)."""
-    limit, positions = OmegaConf.select(cfg, "module.max_decode_len"), OmegaConf.select(cfg, "model.max_len")
-    if limit is not None and positions is not None and limit > positions:
-        raise InputError(
-            f"module.max_decode_len={limit} is more than model.max_len={positions}, the most positions the decoder "
-            "has; lower module.max_decode_len or raise model.max_len"
-        )
+def model_positions(cfg: DictConfig) -> None:
+    """``module.max_decode_len`` (the tokens a translation may have) and ``data.max_len`` (the
+    subwords a sentence is cut to) fit the model's positions (``model.max_len``): a longer sequence
+    would reach positions the model has no encoding for."""
+    positions = OmegaConf.select(cfg, "model.max_len")
+    for key in ("module.max_decode_len", "data.max_len"):
+        limit = OmegaConf.select(cfg, key)
+        if limit is not None and positions is not None and limit > positions:
+            raise InputError(
+                f"{key}={limit} is more than model.max_len={positions}, the most positions the model has; "
+                f"lower {key} or raise model.max_len"
+            )
 
 
-RELATIONS: tuple[Callable[[DictConfig], None], ...] = (corpus_files, tokenizer_file, decoding_length)
+RELATIONS: tuple[Callable[[DictConfig], None], ...] = (corpus_files, tokenizer_file, model_positions)

@@ -89,5 +89,4 @@ def alignment_figure(alignment: Alignment, layer: int | None = None) -> Figure:
 
 def draw_alignment(alignment: Alignment, out: Path, layer: int | None = None) -> Path:
     """Write :func:`alignment_figure` to ``out`` as PNG; returns the path."""
-    out.parent.mkdir(parents=True, exist_ok=True)
     return save_figure(alignment_figure(alignment, layer), out)

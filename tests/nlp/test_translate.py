@@ -116,6 +116,19 @@ def test_attention_option_prints_the_translation_and_writes_the_png(
         assert picture.format == "PNG" and picture.size[1] > 300
 
 
+def test_an_attention_figure_that_cannot_be_written_is_one_error_line(
+    checkpoint: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    (tmp_path / "notes.txt").write_text("a file, not a folder")
+    out = tmp_path / "notes.txt" / "align.png"
+    with pytest.raises(SystemExit) as exit_info:
+        translate.main([str(checkpoint), "--text", SOURCES[0], "--beam", "1", "--attention", str(out), "--device", "cpu"])
+    assert exit_info.value.code == 2
+    error = capsys.readouterr().err.splitlines()[-1]
+    assert error.startswith("error:") and str(out) in error and "Traceback" not in error, error
+    assert (tmp_path / "notes.txt").read_text() == "a file, not a folder"
+
+
 def test_nbest_prints_each_lines_hypotheses_ranked_the_first_its_translation(
     checkpoint: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:

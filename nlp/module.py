@@ -268,6 +268,8 @@ class TranslationModule(FollowsThePlan, pl.LightningModule):
 
     def translate(self, sentences: list[str], beam_size: int = 1, max_len: int | None = None) -> list[str]:
         """Translate raw sentences (encoded by :meth:`source_batch`)."""
+        if not sentences:
+            return []
         return self.translate_ids(self.source_batch(sentences), beam_size, max_len)
 
     def scores_bleu(self) -> bool:

@@ -58,6 +58,8 @@ def encode_flat(
 def split_flat(flat: Flat) -> Encoded:
     """:func:`encode_flat`'s result as one list of ids per text."""
     ids, lengths, cut = flat
+    if not lengths.size:  # np.split would give one empty part
+        return [], []
     return [part.tolist() for part in np.split(ids, np.cumsum(lengths)[:-1])], cut.tolist()
 
 

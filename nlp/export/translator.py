@@ -148,6 +148,8 @@ class CTranslate2Translator:
         ``beam_size`` 1); ``prefix`` holds the target ids each sentence's hypotheses start with."""
         if beam_size < 1:
             raise InputError(f"beam_size must be at least 1, got {beam_size}")
+        if not sources:
+            return []
         prefix = [list(ids) for ids in prefix] if prefix is not None else [[] for _ in sources]
         check_prefix(self, prefix, len(sources))
         limits = self.length_limits(sources, self.decoding["max_decode_len"] if max_len is None else max_len, prefix)

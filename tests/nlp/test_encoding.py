@@ -53,6 +53,7 @@ def test_sources_and_targets_are_cut_to_max_len_minus_one_subwords(toy_tokenizer
     assert encode_sources(toy_tokenizer, [text], whole) == ([subwords + [eos]], [False])
     with pytest.raises(ValueError, match="max_len must be a whole number of at least 2, got 1"):
         encode_sources(toy_tokenizer, [text], 1)
+    assert encode_sources(toy_tokenizer, [], 4) == ([], [])  # no texts, no encodings
 
 
 def test_back_to_back_encoding_frames_every_text_by_the_rule(toy_tokenizer) -> None:

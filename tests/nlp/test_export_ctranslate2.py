@@ -78,6 +78,7 @@ def test_float32_greedy_translations_are_the_checkpoints_token_for_token(
     hypotheses = translator.translate(SOURCES)
     assert model.translate(SOURCES) == hypotheses
     assert BLEU().corpus_score(hypotheses, [REFERENCES]).score > 80  # a model that translates
+    assert model.translate([]) == translator.translate([]) == []  # no sentences, no translations
 
 
 def test_float32_beam_search_ranks_as_the_checkpoint(checkpoint: Path, capsys: pytest.CaptureFixture[str]) -> None:

@@ -69,6 +69,24 @@ def image_grid(cfg: DictConfig) -> None:
         require_patch_grid(size, patch, ("model.img_size", "model.patch_size"))
 
 
+def image_shape(cfg: DictConfig) -> None:
+    """The model takes the images the data gives: RGB (every datamodule converts to it), so
+    ``model.in_chans`` is 3, and ``data.img_size`` is ``model.img_size`` unless the model takes any
+    size (``model.dynamic_img_size``)."""
+    channels = OmegaConf.select(cfg, "model.in_chans")
+    if channels is not None and channels != 3:
+        raise InputError(
+            f"model.in_chans={channels}, but the data gives RGB images (grey and RGBA images are converted to "
+            "RGB); set model.in_chans=3"
+        )
+    size, model_size = OmegaConf.select(cfg, "data.img_size"), OmegaConf.select(cfg, "model.img_size")
+    if size is not None and model_size is not None and size != model_size and not OmegaConf.select(cfg, "model.dynamic_img_size"):
+        raise InputError(
+            f"data.img_size={size} is not model.img_size={model_size}, and the model takes only its own size; "
+            f"leave data.img_size out (it follows model.img_size) or set model.dynamic_img_size=true"
+        )
+
+
 def sincos_width(cfg: DictConfig) -> None:
     """``model.dim`` is a multiple of 4 under fixed 2D sin-cos positions."""
     dim, heads = OmegaConf.select(cfg, "model.dim"), OmegaConf.select(cfg, "model.num_heads") or 1
@@ -113,4 +131,4 @@ def image_folder(cfg: DictConfig) -> None:
         raise InputError(f"data.root={root} has no train/ folder; {fix}")
 
 
-RELATIONS: tuple[Callable[[DictConfig], None], ...] = (image_grid, sincos_width, mixup_pairs, pad_crop, image_folder)
+RELATIONS: tuple[Callable[[DictConfig], None], ...] = (image_grid, image_shape, sincos_width, mixup_pairs, pad_crop, image_folder)

@@ -70,6 +70,8 @@ def test_every_shipped_preset_passes(local_data: dict[str, tuple[str, ...]]) -> 
         ("vision", ["model.num_heads=5"], "model.dim=192 is not divisible by model.num_heads=5.*model.num_heads=4"),
         ("vision", ["model.dim=30", "model.num_heads=3"], "model.dim=30 is not a multiple of 4.*model.dim=24 or model.pos_embed=learned"),
         ("vision", ["model.pool=max"], "model.pool must be one of cls, mean, seq, got 'max'"),
+        ("vision", ["model.in_chans=1"], "model.in_chans=1, but the data gives RGB images.*model.in_chans=3"),
+        ("vision", ["data.img_size=64"], "data.img_size=64 is not model.img_size=32.*model.dynamic_img_size=true"),
         ("vision", ["data.crop=center"], "data.crop must be one of pad, random_resized, auto, got 'center'"),
         ("vision", ["data.batch_size=33"], "data.batch_size=33 must be even.*data.batch_size=34"),
         ("vision", ["trainer.max_time=10min"], "trainer.max_time must be null or a duration"),

@@ -35,11 +35,9 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from filelock import FileLock
 from torch.utils.data import Dataset
 
-from core.files.atomic import write_error
-from core.files.data_cache import file_version
+from core.files.data_cache import cache_error, cache_lock, file_version
 from core.errors import InputError
 from nlp.data.corpora import Pair
 from nlp.data.encoding import encode_flat
@@ -117,13 +115,6 @@ def reused_tokenizer(path: str) -> SubwordTokenizer:
         ) from None
 
 
-def cache_error(path: Path, error: BaseException, written: int = 0) -> BaseException:
-    """A failed write of the data cache at ``path`` as one clear :class:`InputError` (a place that
-    cannot be written, a full disk), or ``error`` itself when it is not about the place."""
-    clear = write_error(path, error, written)
-    return error if clear is None else InputError(f"{clear} (the data cache: data.cache_dir)")
-
-
 def remove_leftovers(directory: Path) -> None:
     """Remove the temporary directories of ``directory`` that builds killed midway (``kill -9``, a
     lost node) left beside it. :func:`build` runs under the directory's lock, so none of them is
@@ -183,17 +174,9 @@ def prepared(directory: Path, builder: Callable[[Path], None]) -> dict[str, Any]
     one is there; one process at a time (a lock file beside the directory)."""
     meta_path = directory / "meta.json"
     if not meta_path.is_file():
-        lock = FileLock(str(directory) + ".lock")
-        try:
-            directory.parent.mkdir(parents=True, exist_ok=True)
-            lock.acquire()
-        except OSError as error:
-            raise cache_error(directory.parent, error) from None
-        try:
+        with cache_lock(Path(f"{directory}.lock")):
             if not meta_path.is_file():
                 builder(directory)
-        finally:
-            lock.release()
     return json.loads(meta_path.read_text())
 
 

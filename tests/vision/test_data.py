@@ -245,6 +245,17 @@ def test_the_verdicts_keep_file_names_with_line_breaks_and_bytes_that_are_not_ut
     assert decoded == []
 
 
+def test_a_cache_folder_that_cannot_be_made_is_one_clear_error(tmp_path: Path) -> None:
+    write_image_folder(tmp_path / "data", {"train": {"cat": 2, "dog": 2}})
+    (tmp_path / "a-file").write_text("not a folder")
+    data = ImageFolderDataModule(
+        root=str(tmp_path / "data"), img_size=16, batch_size=2, val_size=2, cache_dir=str(tmp_path / "a-file" / "cache"),
+        **PLAIN,
+    )
+    with pytest.raises(InputError, match=r"cannot write .*a-file.*\(the data cache: data.cache_dir\)"):
+        data.setup("fit")
+
+
 def test_more_unreadable_images_than_allowed_stop_the_setup(tmp_path: Path) -> None:
     corrupt_folder(tmp_path, good=5, bad=broken_files(tmp_path.parent))
     data = ImageFolderDataModule(root=str(tmp_path), img_size=16, batch_size=2, **PLAIN)

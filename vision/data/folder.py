@@ -29,7 +29,6 @@ from typing import Any
 
 import numpy as np
 import torch
-from filelock import FileLock
 from PIL import Image
 from torch.utils.data import DataLoader, Dataset
 from torchvision.datasets import ImageFolder
@@ -37,7 +36,7 @@ from torchvision.datasets.folder import IMG_EXTENSIONS
 
 from core.constraints import AUTO, PROBABILITY
 from core.files.atomic import atomic_path
-from core.files.data_cache import cache_root, file_version
+from core.files.data_cache import cache_lock, cache_root, file_version
 from core.errors import InputError
 from vision.constraints import IN_MEMORY, require_pad_crop
 from vision.data.datamodule import ImageDataModule, ImageSplits, usable_cpus
@@ -178,8 +177,7 @@ def find_unreadable(paths: list[str], cache_file: Path | None = None) -> dict[st
     in it, bytes that are not UTF-8) is kept; a line that does not read so is checked again."""
     if cache_file is None:
         return decode_unreadable(paths)
-    cache_file.parent.mkdir(parents=True, exist_ok=True)
-    with FileLock(f"{cache_file}.lock"):
+    with cache_lock(Path(f"{cache_file}.lock")):
         known: dict[str, tuple[str, str]] = {}
         if cache_file.is_file():
             for line in cache_file.read_text(encoding="ascii", errors="replace").split("\n"):

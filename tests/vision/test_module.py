@@ -113,6 +113,19 @@ def test_the_confusion_matrix_counts_the_logits_flip_tta_averages(tmp_path: Path
     assert report.report(module, tmp_path) == pytest.approx(per_class(averaged))
 
 
+@pytest.mark.parametrize("kind", ["whole model", "truncated", "damaged safetensors"])
+def test_a_weights_file_that_cannot_be_read_is_one_clear_error(tmp_path: Path, kind: str) -> None:
+    timm_model = TimmViT(img_size=16, patch_size=4, embed_dim=32, depth=2, num_heads=2, mlp_ratio=2.0, num_classes=4)
+    path = tmp_path / ("weights.safetensors" if kind == "damaged safetensors" else "weights.pth")
+    if kind == "whole model":
+        torch.save(timm_model, path)  # the model object, not its state dict
+    else:
+        torch.save(timm_model.state_dict(), path)
+        path.write_bytes(path.read_bytes()[: path.stat().st_size // 2] if kind == "truncated" else b"\x10" * 64)
+    with pytest.raises(InputError, match=f"pretrained={path} is not a weights file that can be read .*state_dict"):
+        classifier(model=tiny_model_kwargs(pos_embed="learned", stem="patch")).load_pretrained(str(path))
+
+
 def test_the_image_size_defaults_to_the_networks_one_side_when_square() -> None:
     """As the datamodules record it, so ``vision.evaluate`` takes the checkpoint's data settings."""
     assert classifier().hparams.img_size == 16

@@ -16,6 +16,8 @@ import timm.models
 from timm.layers import resample_abs_pos_embed
 from torch import Tensor, nn
 
+from core.errors import InputError
+
 RENAMES = (("blocks.", "encoder.layers."), ("norm.", "encoder.norm."))
 POOL_NAMES = {"token": "cls", "avg": "mean"}
 
@@ -145,4 +147,14 @@ def read_timm_checkpoint(path: str | Path) -> dict[str, Tensor]:
             "`torch.save(timm.create_model(NAME, pretrained=True).state_dict(), PATH)` or pass the "
             "model.safetensors file of the model's Hugging Face Hub repository"
         )
-    return timm.models.load_state_dict(str(path), use_ema=True, weights_only=True)
+    try:
+        return timm.models.load_state_dict(str(path), use_ema=True, weights_only=True)
+    except Exception as error:  # noqa: BLE001 - any failure to parse the bytes is a bad file
+        # A whole model saved with torch.save (not its state dict) fails the weights-only load with
+        # UnpicklingError; a truncated or damaged file fails in many ways (OSError, RuntimeError,
+        # SafetensorError, EOFError, ...).
+        detail = str(error).splitlines()[0] if str(error) else "no detail"
+        raise InputError(
+            f"pretrained={path} is not a weights file that can be read ({type(error).__name__}: {detail}); pass a "
+            "state dict saved with `torch.save(model.state_dict(), PATH)`, or a whole .safetensors file"
+        ) from None

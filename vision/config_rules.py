@@ -27,6 +27,7 @@ from vision.constraints import (
     STEM,
     AUGMENT_ON,
     IN_MEMORY,
+    NUM_CLASSES,
     CROP,
     HOLDOUT,
     POOL,
@@ -52,7 +53,8 @@ RULES: tuple[Rule, ...] = (
     Rule(("module.layer_decay",), optional(DECAY)),
     Rule(("module.min_lr_ratio", "module.mixup_prob", "module.mixup_switch_prob"), PROBABILITY),
     Rule(("data.batch_size",), or_auto(POSITIVE_INT)),  # auto: sized from the budget (vision.data.batch_size)
-    Rule(("data.num_classes", "data.train_size", "data.test_size"), POSITIVE_INT),
+    Rule(("data.num_classes",), NUM_CLASSES),
+    Rule(("data.train_size", "data.test_size"), POSITIVE_INT),
     Rule(("data.val_size",), HOLDOUT),
     Rule(("data.hflip", "data.max_unreadable"), PROBABILITY),
     Rule(("data.re_prob",), or_auto(PROBABILITY)),

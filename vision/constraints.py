@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from core.constraints import AUTO, Check, is_number, one_of
+from core.constraints import AUTO, Check, is_number, one_of, whole
 
 POOLS = ("cls", "mean", "seq")  # vision.model.VisionTransformer.forward_head
 POS_EMBEDS = ("learned", "sincos")
@@ -18,6 +18,7 @@ WEIGHT_INITS = ("timm", "mimetic")  # vision.model.VisionTransformer.init_weight
 WEIGHT_INIT = one_of(WEIGHT_INITS)
 STEMS = ("patch", "conv")  # vision.model.VisionTransformer's token embedding
 STEM = one_of(STEMS)
+NUM_CLASSES = whole(2)  # a classifier tells at least two classes apart
 CROPS = ("pad", "random_resized")  # vision.data.transforms.train_transform
 CROP = one_of((*CROPS, AUTO))  # auto: chosen by the image size (vision.recipe)
 AUGMENT_PLACES = ("loader", "device")  # vision.data.datamodule.ImageDataModule's augment_on

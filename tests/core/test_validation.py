@@ -70,6 +70,7 @@ def test_every_shipped_preset_passes(local_data: dict[str, tuple[str, ...]]) -> 
         ("vision", ["model.num_heads=5"], "model.dim=192 is not divisible by model.num_heads=5.*model.num_heads=4"),
         ("vision", ["model.dim=30", "model.num_heads=3"], "model.dim=30 is not a multiple of 4.*model.dim=24 or model.pos_embed=learned"),
         ("vision", ["model.pool=max"], "model.pool must be one of cls, mean, seq, got 'max'"),
+        ("vision", ["data=synthetic", "data.num_classes=1"], "data.num_classes must be a whole number of at least 2, got 1"),
         ("vision", ["model.in_chans=1"], "model.in_chans=1, but the data gives RGB images.*model.in_chans=3"),
         ("vision", ["data.img_size=64"], "data.img_size=64 is not model.img_size=32.*model.dynamic_img_size=true"),
         ("vision", ["data.crop=center"], "data.crop must be one of pad, random_resized, auto, got 'center'"),

@@ -145,7 +145,10 @@ def test_empty_class_folder_is_named(tmp_path: Path) -> None:
 def test_image_folder_errors(tmp_path: Path) -> None:
     with pytest.raises(InputError, match="no training folder"):
         ImageFolderDataModule(root=str(tmp_path), img_size=16, **PLAIN).setup("fit")
-    write_image_folder(tmp_path, {"train": {"cat": 2}, "val": {"cow": 1}})
+    write_image_folder(tmp_path / "one", {"train": {"cat": 2}})
+    with pytest.raises(InputError, match=r"train has one class folder \(cat\); a classifier tells at least two"):
+        ImageFolderDataModule(root=str(tmp_path / "one"), img_size=16, **PLAIN).setup("fit")
+    write_image_folder(tmp_path, {"train": {"cat": 2, "dog": 2}, "val": {"cow": 1}})
     with pytest.raises(InputError, match=r"classes \['cow'\] that .*train lacks"):
         ImageFolderDataModule(root=str(tmp_path), img_size=16, batch_size=1, **PLAIN).setup("fit")
 

@@ -257,8 +257,12 @@ def training_classes(train_dir: Path) -> list[str]:
             "and pass the folder above it as data.root"
         )
     classes = sorted(entry.name for entry in train_dir.iterdir() if entry.is_dir())
-    if not classes:
-        raise InputError(f"{train_dir} has no class sub-folders; put each class's images in {train_dir}/<class>/")
+    if len(classes) < 2:
+        found = f"one class folder ({classes[0]})" if classes else "no class sub-folders"
+        raise InputError(
+            f"{train_dir} has {found}; a classifier tells at least two classes apart: put each class's images in "
+            f"{train_dir}/<class>/"
+        )
     empty = [name for name in classes if not any(is_image(path) for path in (train_dir / name).rglob("*"))]
     if empty:
         raise InputError(

@@ -41,7 +41,7 @@ class ConfusionReport(EvaluationReport):
     """The confusion matrix of the evaluated split (torchmetrics), from the logits each test step
     returns (:meth:`vision.module.ImageClassifier.classify`'s, so averaged with the mirror's under
     ``flip_tta`` as the accuracy is); reports each class's accuracy (the diagonal over the row:
-    recall) and draws ``confusion_matrix.png``."""
+    recall; none for a class the split has no image of) and draws ``confusion_matrix.png``."""
 
     def __init__(self, class_names: list[str]) -> None:
         self.class_names = class_names
@@ -57,8 +57,12 @@ class ConfusionReport(EvaluationReport):
 
     def report(self, module: pl.LightningModule, output_dir: Path) -> Metrics:
         matrix = self.matrix.compute()  # (C, C): rows true, columns predicted; summed over processes
-        accuracy = matrix.diag() / matrix.sum(dim=1).clamp(min=1)
+        images = matrix.sum(dim=1)  # (C,): the split's images of each class
+        accuracy = matrix.diag() / images.clamp(min=1)
         total = int(matrix.sum())
         title = f"{total} images, top-1 accuracy {float(matrix.diag().sum()) / max(total, 1):.1%}"
         draw_confusion(matrix, self.class_names, title, output_dir / "confusion_matrix.png")
-        return {f"class_acc/{name}": float(value) for name, value in zip(self.class_names, accuracy)}
+        # A class the split has no image of has no accuracy: it gets no entry (0 would read as always wrong).
+        return {
+            f"class_acc/{name}": float(value) for name, value, count in zip(self.class_names, accuracy, images) if count > 0
+        }

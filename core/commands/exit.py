@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import functools
 import os
+import re
 import sys
 from collections.abc import Callable
 from typing import NoReturn, TypeVar
@@ -29,9 +30,21 @@ def full_traceback_wanted(argv: list[str] | None = None) -> bool:
     return os.environ.get("HYDRA_FULL_ERROR") == "1" or "--debug" in args
 
 
+# How torch re-raises in the main process an error raised in a DataLoader worker: a message of the
+# worker's whole traceback, which ends with the original error's line.
+WORKER_ERROR = re.compile(r"Caught (\w+) in DataLoader worker process \d+\.\nOriginal Traceback.*\n(?:[\w.]+\.)?\1: (.*)", re.S)
+
+
+def original_message(message: str) -> str:
+    """``message``, or for an error re-raised from a DataLoader worker the original error's own."""
+    match = WORKER_ERROR.match(message)
+    return match.group(2) if match else message
+
+
 def fail(message: str, status: int = EXIT_INPUT_ERROR) -> NoReturn:
-    """Print ``error: message`` (one line) on stderr and exit with ``status`` (2: bad input)."""
-    print(f"error: {' '.join(str(message).split())}", file=sys.stderr, flush=True)
+    """Print ``error: message`` (one line; an error from a loader worker without the worker's
+    traceback) on stderr and exit with ``status`` (2: bad input)."""
+    print(f"error: {' '.join(original_message(str(message)).split())}", file=sys.stderr, flush=True)
     raise SystemExit(status)
 
 

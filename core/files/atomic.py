@@ -164,29 +164,63 @@ def remove(tmp: Path) -> None:
         tmp.unlink()
 
 
+def staging_directory(path: Path, kind: str, pid: int | None = None) -> Path:
+    """Where :func:`atomic_directory` builds ``path`` (``kind`` tmp) or moves the previous one aside
+    (``kind`` old) in process ``pid`` (this one by default): beside it, hidden, named for the
+    machine and the process, ``.<name>.<machine>.<pid>.<kind>`` (:func:`machine_name`)."""
+    return path.with_name(f".{path.name}.{machine_name()}.{os.getpid() if pid is None else pid}.{kind}")
+
+
+def remove_dead_directories(path: Path) -> dict[Path, int]:
+    """Remove the directories of :func:`staging_directory` that a write of ``path`` on this machine
+    left when its process was killed (``kill -9``, an out-of-memory kill); returns each one's size
+    in bytes. A live writer's, and any from another machine or container, are kept."""
+    name = re.compile(rf"\.{re.escape(path.name)}\.{re.escape(machine_name())}\.(\d+)\.(?:tmp|old)")
+    dead = [
+        entry for entry in path.parent.glob(f".{glob.escape(path.name)}.*")
+        if (match := name.fullmatch(entry.name)) and entry.is_dir() and not running(int(match[1]))
+    ]
+    removed = {entry: sum(file.stat().st_size for file in entry.rglob("*") if file.is_file()) for entry in dead}
+    for entry in dead:
+        shutil.rmtree(entry, ignore_errors=True)
+    return removed
+
+
 @contextmanager
 def atomic_directory(path: str | Path) -> Iterator[Path]:
-    """An empty directory beside ``path`` (hidden) that replaces ``path`` when the block succeeds
-    and is removed when it fails, so ``path`` holds all of the previous files or all of the new
-    ones, never a mix; its files are flushed to disk before the rename.
+    """An empty directory beside ``path`` (hidden, :func:`staging_directory`) that replaces ``path``
+    when the block succeeds and is removed when it fails, so ``path`` holds all of the previous
+    files or all of the new ones, never a mix; its files are flushed to disk before the rename.
 
     A previous ``path`` (a directory; the caller decides whether it may go) is moved aside, the new
-    one renamed into place and the previous one removed. A write that fails for want of space or
-    permission raises :class:`InputError` saying which (:func:`write_error`).
+    one renamed into place and the previous one removed; should that rename fail, the previous one
+    is put back. A write that fails for want of space or permission raises :class:`InputError`
+    saying which (:func:`write_error`). The directories that writes of ``path`` on this machine left
+    when their process was killed are removed first (:func:`remove_dead_directories`).
     """
     path = Path(path)
-    staging = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    previous = path.with_name(f".{path.name}.{os.getpid()}.old")
+    staging, previous = staging_directory(path, "tmp"), staging_directory(path, "old")
     try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        if leftovers := remove_dead_directories(path):
+            log.warning(
+                "removed %d temporary folder(s) of %s (%s) that a killed write of it left",
+                len(leftovers), path, megabytes(sum(leftovers.values())),
+            )
         shutil.rmtree(staging, ignore_errors=True)
-        staging.mkdir(parents=True)
+        staging.mkdir()
         yield staging
         for file in (file for file in staging.rglob("*") if file.is_file()):
             with file.open("rb") as handle:
                 os.fsync(handle.fileno())
         if path.exists():
             os.replace(path, previous)
-        os.replace(staging, path)
+        try:
+            os.replace(staging, path)
+        except OSError:
+            if previous.exists():
+                os.replace(previous, path)
+            raise
     except (OSError, RuntimeError) as error:
         written = sum(file.stat().st_size for file in staging.rglob("*") if file.is_file()) if staging.exists() else 0
         clear = write_error(path, error, written)

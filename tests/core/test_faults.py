@@ -4,7 +4,9 @@ any file's) leaves nothing behind the next run or the next write of that file.""
 
 from __future__ import annotations
 
+import errno
 import logging
+import os
 import socket
 import subprocess
 import sys
@@ -18,7 +20,7 @@ import lightning.pytorch as pl
 import pytest
 
 from core.errors import InputError
-from core.files.atomic import atomic_path, temporary_file
+from core.files.atomic import atomic_directory, atomic_path, staging_directory, temporary_file
 from core.training.callbacks.faults import PREEMPTED_EXIT
 from core.training.runner import train
 from tests.core.test_runner import tiny_config
@@ -116,6 +118,58 @@ def test_a_write_killed_midway_is_cleaned_up_by_the_next_write_of_that_file(
     assert model.read_bytes() == b"new"
     assert not leftover.exists() and elsewhere.exists()
     assert f"removed 1 temporary file(s) of {model} (0.1 MB) that a killed write of it left" in caplog.text
+
+
+def test_an_export_killed_midway_is_cleaned_up_by_the_next_export_to_that_directory(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A directory written through ``atomic_directory`` (an export): the next write of it removes
+    the folder a killed writer of this machine left, and keeps another machine's."""
+    out = tmp_path / "export"
+    script = (
+        "import sys, time\n"
+        "from pathlib import Path\n"
+        "from core.files.atomic import atomic_directory\n"
+        "with atomic_directory(Path(sys.argv[1])) as staging:\n"
+        "    (staging / 'model.bin').write_bytes(bytes(100_000))\n"
+        "    print('writing', flush=True)\n"
+        "    time.sleep(600)\n"
+    )
+    writer = subprocess.Popen(
+        [sys.executable, "-c", script, str(out)], cwd=ROOT, env=SUBPROCESS_ENV, stdout=subprocess.PIPE, text=True
+    )
+    try:
+        assert writer.stdout is not None and writer.stdout.readline() == "writing\n"
+    finally:
+        writer.kill()
+        writer.communicate()
+    leftover = staging_directory(out, "tmp", writer.pid)
+    elsewhere = out.with_name(f".export.{socket.gethostname()}-2.{NO_PID}.old")
+    elsewhere.mkdir()
+    assert (leftover / "model.bin").is_file() and not out.exists()
+    with caplog.at_level(logging.WARNING, logger="core.files.atomic"), atomic_directory(out) as staging:
+        (staging / "model.bin").write_bytes(b"new")
+    assert (out / "model.bin").read_bytes() == b"new"
+    assert not leftover.exists() and elsewhere.exists()
+    assert f"removed 1 temporary folder(s) of {out} (0.1 MB) that a killed write of it left" in caplog.text
+
+
+def test_an_export_whose_rename_fails_keeps_the_previous_one(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    out = tmp_path / "export"
+    out.mkdir()
+    (out / "model.bin").write_bytes(b"old")
+    real = os.replace
+
+    def failing(source: object, target: object) -> None:
+        if Path(str(source)).name.endswith(".tmp"):
+            raise OSError(errno.EIO, "Input/output error")
+        real(source, target)
+
+    monkeypatch.setattr(os, "replace", failing)
+    with pytest.raises((OSError, InputError)), atomic_directory(out) as staging:
+        (staging / "model.bin").write_bytes(b"new")
+    assert (out / "model.bin").read_bytes() == b"old"
+    assert sorted(entry.name for entry in tmp_path.iterdir()) == ["export"]
 
 
 def test_a_container_under_the_same_host_name_names_its_temporary_files_apart(tmp_path: Path) -> None:

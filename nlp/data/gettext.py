@@ -23,6 +23,9 @@ How messages become sentence pairs:
   two sides are then identical (untranslated names, option lists).
 - Each English message keeps its first translation (catalogs in name order), so one source has
   one reference.
+- A catalog that cannot be read (not a ``.mo`` file, truncated, bytes that are not its declared
+  charset, or an unfilled ``charset=CHARSET`` header) is skipped with a warning naming it: the
+  catalogs are the system's, not the user's to mend.
 
 Long sentences (``join_words``): after the split, the messages of each catalog are joined in
 catalog order, both sides alike, until the English side holds at least ``join_words`` words (at
@@ -210,7 +213,12 @@ def read_gettext_corpus(
     if not locale_dir.is_dir():
         raise InputError(f"gettext locale directory {locale_dir} does not exist; set data.locale_dir")
     lang = tgt_lang if src_lang == "en" else src_lang
-    catalogs = {domain: read_catalog(path) for domain, path in catalog_files(locale_dir, lang).items()}
+    catalogs = {}
+    for domain, path in catalog_files(locale_dir, lang).items():
+        try:
+            catalogs[domain] = read_catalog(path)
+        except InputError as error:
+            log.warning("skipped a catalog that cannot be read: %s", error)
     held_out = held_out_domains({domain: len(pairs) for domain, pairs in catalogs.items()})
     # Per split, each catalog's messages in order (an English message kept once, with its first translation).
     splits: dict[str, dict[str, dict[str, str]]] = {"train": {}, "val": {}, "test": {}}

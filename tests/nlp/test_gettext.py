@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import gettext as stdlib_gettext
 import json
+import logging
+import shutil
 from collections import Counter
 from pathlib import Path
 
@@ -81,14 +83,26 @@ def test_a_catalog_without_a_header_keeps_its_first_message(tmp_path: Path) -> N
 
 
 def test_a_broken_catalog_is_named(tmp_path: Path) -> None:
-    broken = tmp_path / "de" / "LC_MESSAGES" / "broken.mo"
-    broken.parent.mkdir(parents=True)
+    broken = tmp_path / "broken.mo"
     broken.write_bytes(b"not a catalog at all, just text")
     with pytest.raises(InputError, match="broken.mo is not a gettext .mo file"):
-        read_gettext_corpus(tmp_path, "en", "de")
+        read_catalog(broken)
     broken.write_bytes(write_mo(tmp_path / "x.mo", MESSAGES).read_bytes()[:60])
     with pytest.raises(InputError, match="broken.mo is a truncated gettext .mo file"):
-        read_gettext_corpus(tmp_path, "en", "de")
+        read_catalog(broken)
+
+
+def test_a_catalog_that_cannot_be_read_is_skipped_with_a_warning_naming_it(
+    tree: Path, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    whole = read_gettext_corpus(tree, "en", "de")
+    copy = tmp_path / "locale"
+    shutil.copytree(tree, copy)
+    broken = copy / "de" / "LC_MESSAGES" / "aaa-broken.mo"
+    broken.write_bytes(b"not a catalog at all, just text")
+    with caplog.at_level(logging.WARNING, logger="nlp.data.gettext"):
+        assert read_gettext_corpus(copy, "en", "de") == whole
+    assert f"skipped a catalog that cannot be read: {broken} is not a gettext .mo file" in caplog.text
 
 
 @pytest.fixture(scope="module")

@@ -107,6 +107,19 @@ def test_malformed_cifar_file_is_named(tmp_path: Path) -> None:
         pickle.dump({"data": np.zeros((2, 100), dtype=np.uint8), "labels": [0, 1]}, handle)
     with pytest.raises(InputError, match=r"test_batch does not hold CIFAR data"):
         CIFARDataModule("cifar10", download=False, root=str(tmp_path), **PLAIN).setup("fit")
+    folder = tmp_path / "cifar-10-batches-py"
+    with open(folder / "test_batch", "wb") as handle:
+        pickle.dump({"data": np.zeros((2, 3072), dtype=np.uint8), "labels": [0, -1]}, handle)  # -1: unlabelled
+    with pytest.raises(InputError, match=r"labels under .* go from -1 to \d+ but batches.meta names 10 classes"):
+        CIFARDataModule("cifar10", download=False, root=str(tmp_path), **PLAIN).setup("fit")
+    with open(folder / "batches.meta", "wb") as handle:
+        pickle.dump({"names": ["a", "b"]}, handle)
+    with pytest.raises(InputError, match=r"batches.meta has no 'label_names' \(the class names\)"):
+        CIFARDataModule("cifar10", download=False, root=str(tmp_path), **PLAIN).setup("fit")
+    with open(folder / "batches.meta", "wb") as handle:
+        pickle.dump(["a", "b"], handle)
+    with pytest.raises(InputError, match=r"batches.meta holds a list, not the dict of a CIFAR python-format file"):
+        CIFARDataModule("cifar10", download=False, root=str(tmp_path), **PLAIN).setup("fit")
 
 
 def test_image_folder_with_val_and_without_test(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:

@@ -87,11 +87,17 @@ def read_cifar_file(path: Path) -> dict[str, Any]:
     """One pickled CIFAR file as a dict with string keys."""
     with open(path, "rb") as handle:
         try:
-            return ArrayUnpickler(handle, encoding="latin1").load()
+            content = ArrayUnpickler(handle, encoding="latin1").load()
         except (pickle.UnpicklingError, EOFError, ValueError) as error:
             raise InputError(
                 f"{path} is not a CIFAR python-format file ({error}); replace it with the file of the release"
             ) from None
+    if not isinstance(content, dict):
+        raise InputError(
+            f"{path} holds a {type(content).__name__}, not the dict of a CIFAR python-format file; replace it with "
+            "the file of the release"
+        )
+    return content
 
 
 def missing_files(root: Path, layout: CifarLayout) -> list[Path]:
@@ -200,14 +206,20 @@ class CIFARDataModule(ImageDataModule):
                 f"{self.dataset} files missing under {root.resolve()}: {[str(p.name) for p in missing]}; "
                 f"{self.where_to_put()}"
             )
-        meta = read_cifar_file(root / self.layout.folder / self.layout.meta_file)
-        class_names = [str(name) for name in meta[self.layout.names_key]]
+        meta_path = root / self.layout.folder / self.layout.meta_file
+        names = read_cifar_file(meta_path).get(self.layout.names_key)
+        if names is None:
+            raise InputError(
+                f"{meta_path} has no '{self.layout.names_key}' (the class names); replace it with the file of the release"
+            )
+        class_names = [str(name) for name in names]
         images, labels = read_cifar(root, self.layout, self.layout.train_files)
         test_images, test_labels = read_cifar(root, self.layout, self.layout.test_files)
-        if max(labels + test_labels) >= len(class_names):
+        low, high = min(labels + test_labels), max(labels + test_labels)
+        if low < 0 or high >= len(class_names):
             raise InputError(
-                f"{self.dataset} labels under {root.resolve()} go up to {max(labels + test_labels)} but "
-                f"{self.layout.meta_file} names {len(class_names)} classes; the files are inconsistent"
+                f"{self.dataset} labels under {root.resolve()} go from {low} to {high} but {self.layout.meta_file} "
+                f"names {len(class_names)} classes (labels 0 to {len(class_names) - 1}); the files are inconsistent"
             )
         return ImageSplits(
             train=ArrayImageDataset(images, labels, self.train_tf),

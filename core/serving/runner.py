@@ -17,6 +17,8 @@ import multiprocessing
 import os
 import signal
 import socket
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
 from core.commands.arguments import add_device_option, positive_int
@@ -111,9 +113,23 @@ def serve(handler: Handler, path: str, route: Route, args: argparse.Namespace, m
     from core.serving.api import BatchedAPI
     from core.serving.gate import RequestGate
 
+    class Server(litserve.LitServer):
+        """LitServe's server whose inference workers start with Ctrl-C ignored (a disposition a
+        spawned process keeps): Ctrl-C reaches every process of the terminal's group, and the
+        server stops the workers itself, after draining the HTTP process; a worker still starting
+        would otherwise die of it with a traceback."""
+
+        def launch_inference_worker(self, lit_api: litserve.LitAPI) -> Any:
+            with sigint_ignored():
+                return super().launch_inference_worker(lit_api)
+
+        def launch_single_inference_worker(self, lit_api: litserve.LitAPI, worker_id: int) -> Any:
+            with sigint_ignored():
+                return super().launch_single_inference_worker(lit_api, worker_id)
+
     api = BatchedAPI(handler, path, args.max_batch_size, args.batch_timeout)
     accelerator, devices = litserve_devices(args.device)
-    server = litserve.LitServer(
+    server = Server(
         api,
         accelerator=accelerator,
         devices=devices,
@@ -130,6 +146,16 @@ def serve(handler: Handler, path: str, route: Route, args: argparse.Namespace, m
         for child in multiprocessing.active_children():
             child.terminate()
         raise SystemExit(128 + (received[-1] if received else signal.SIGINT)) from None
+
+
+@contextmanager
+def sigint_ignored() -> Iterator[None]:
+    """SIGINT ignored in this process, and in the processes it starts meanwhile, for the block."""
+    handler = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, handler)
 
 
 def stop_on_signals() -> list[int]:

@@ -10,6 +10,7 @@ import contextlib
 import http.client
 import io
 import json
+import os
 import signal
 import struct
 import threading
@@ -241,6 +242,36 @@ def test_stopping_answers_the_request_in_flight_and_exits_0(
     assert answers == [(200, {"predictions": predictions})], server.output()
     with pytest.raises(OSError):
         get(f"{server.url}/health", timeout=5)
+
+
+def spawned_workers(group: int) -> list[int]:
+    """The pids of the processes of process group ``group`` that multiprocessing spawned."""
+    pids = []
+    for entry in Path("/proc").iterdir():
+        with contextlib.suppress(OSError, IndexError, ValueError):
+            if entry.name.isdigit() and os.getpgid(int(entry.name)) == group:
+                if b"multiprocessing.spawn" in (entry / "cmdline").read_bytes():
+                    pids.append(int(entry.name))
+    return pids
+
+
+def test_ctrl_c_while_the_workers_start_stops_without_a_traceback_and_exits_130(
+    tmp_path: Path, classifier_checkpoint: Path
+) -> None:
+    server = Server("vision.serve", classifier_checkpoint, tmp_path / "server.log")
+    try:
+        deadline = time.monotonic() + 60
+        while not spawned_workers(server.process.pid) and time.monotonic() < deadline and server.process.poll() is None:
+            time.sleep(0.05)
+        (worker,) = spawned_workers(server.process.pid)
+        time.sleep(0.3)  # the worker is importing torch: long before it is ready
+        ignored = next(line for line in Path(f"/proc/{worker}/status").read_text().splitlines() if line.startswith("SigIgn:"))
+        assert int(ignored.split()[1], 16) & (1 << (signal.SIGINT - 1)), ignored  # Ctrl-C ignored from its start
+        status = server.stop(ctrl_c=True)
+    finally:
+        server.kill()
+    assert status == 130, server.output()
+    assert "Traceback" not in server.output() and "KeyboardInterrupt" not in server.output(), server.output()
 
 
 def test_a_second_sigterm_forces_the_stop_and_exits_143(tmp_path: Path, classifier_checkpoint: Path, expected: dict) -> None:

@@ -36,6 +36,16 @@ def launch_stamp() -> str:
     return datetime.now().strftime("%Y-%m-%d_%H-%M-%S")
 
 
+def register_launch_stamp() -> None:
+    """Make ``${launch_stamp:}`` (``hydra.run.dir`` of the training configs) resolve to
+    :func:`launch_stamp`, once per config, as Hydra's ``${now:}``: Lightning reads the run
+    directory again when it starts the other processes of a DDP run, seconds or minutes later, and
+    they must get the directory of the first."""
+    from omegaconf import OmegaConf
+
+    OmegaConf.register_new_resolver("launch_stamp", launch_stamp, replace=True, use_cache=True)
+
+
 def in_sweep() -> bool:
     """Whether this process runs one job of a Hydra multirun (``-m``, ``hparams_search=...``)."""
     from hydra.core.hydra_config import HydraConfig
@@ -76,7 +86,7 @@ def hydra_app(config_name: str, config_path: str, command: str) -> Callable[[Cal
     from omegaconf import OmegaConf
 
     user_wants_traceback = [False]  # read by main() as it starts, before it sets HYDRA_FULL_ERROR
-    OmegaConf.register_new_resolver("launch_stamp", launch_stamp, replace=True)  # hydra.run.dir of the train configs
+    register_launch_stamp()
 
     def decorate(task: Callable[[Any], T]) -> Callable[[], T | None]:
         task.__module__ = command

@@ -77,4 +77,15 @@ def model_positions(cfg: DictConfig) -> None:
             )
 
 
-RELATIONS: tuple[Callable[[DictConfig], None], ...] = (corpus_files, tokenizer_file, model_positions)
+def bleu_monitored(cfg: DictConfig) -> None:
+    """``optimized_metric=val/bleu`` needs BLEU at every validation: the best checkpoint is chosen
+    at each one (``module.bleu_every_n_epochs`` 1)."""
+    every = OmegaConf.select(cfg, "module.bleu_every_n_epochs")
+    if OmegaConf.select(cfg, "optimized_metric") == "val/bleu" and isinstance(every, int) and every > 1:
+        raise InputError(
+            f"optimized_metric=val/bleu needs BLEU at every validation, but module.bleu_every_n_epochs={every}; "
+            "set module.bleu_every_n_epochs=1, or optimize val/loss"
+        )
+
+
+RELATIONS: tuple[Callable[[DictConfig], None], ...] = (corpus_files, tokenizer_file, model_positions, bleu_monitored)

@@ -12,6 +12,7 @@ from hydra import compose, initialize_config_dir
 from omegaconf import DictConfig
 
 import core
+from core.errors import InputError
 from core.training.runner import train
 from tests.core.test_checkpoint import write_crafted_checkpoint
 from tests.core.tiny_task import TinyModule
@@ -126,3 +127,8 @@ def test_ddp_spawn_on_two_cpu_processes(tmp_path: Path) -> None:
     assert 0.0 <= metrics["test/acc"] <= 1.0
     # Two processes with a distributed sampler: 64 samples / (2 x 16) = 2 steps per epoch.
     assert core.load_checkpoint(tmp_path / "checkpoints" / "last.ckpt")["global_step"] == 2
+
+
+def test_an_optimized_metric_the_run_does_not_log_is_bad_input_naming_those_it_does(tmp_path: Path) -> None:
+    with pytest.raises(InputError, match=r"optimized_metric=val/accuracy is not among the metrics this validation logged \(.*val/acc.*\)"):
+        train(tiny_config(tmp_path, "optimized_metric=val/accuracy", "trainer.max_epochs=1"))

@@ -95,6 +95,7 @@ def test_every_shipped_preset_passes(local_data: dict[str, tuple[str, ...]]) -> 
         ("nlp", ["module.max_len_b=0"], "module.max_len_b must be a whole number of at least 1, got 0"),
         ("nlp", ["module.no_repeat_ngram_size=-1"], "module.no_repeat_ngram_size must be a whole number of at least 0"),
         ("nlp", ["model=transformer_mini", "module.max_decode_len=300"], "module.max_decode_len=300 is more than model.max_len=256"),
+        ("nlp", ["optimized_metric=val/bleu", "module.bleu_every_n_epochs=2"], "optimized_metric=val/bleu needs BLEU at every validation.*bleu_every_n_epochs=1"),
         ("nlp", ["model=transformer_mini", "data.max_len=512"], "data.max_len=512 is more than model.max_len=256.*lower data.max_len"),
         ("nlp", ["data.max_tokens=lots"], "data.max_tokens must be a whole number of at least 1, or auto, got 'lots'"),
     ],

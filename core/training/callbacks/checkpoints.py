@@ -47,7 +47,21 @@ class AtomicCheckpointIO(TorchCheckpointIO):
 class BestCheckpoint(ModelCheckpoint):
     """A ``ModelCheckpoint`` for which a monitored value that is not finite (NaN, inf) is never a
     candidate. Lightning's own keeps the first value it sees (it files NaN as the worst score), so
-    a run whose validations gave NaN would keep such a checkpoint as its best and test it."""
+    a run whose validations gave NaN would keep such a checkpoint as its best and test it.
+
+    A monitored metric (``optimized_metric``) that a validation of the fit did not log is bad
+    input, named with the metrics it did log (Lightning raises a configuration error there, which
+    a command would show as a traceback)."""
+
+    def on_validation_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
+        fitting = trainer.state.fn == "fit" and not trainer.sanity_checking
+        if fitting and self.monitor is not None and self.monitor not in trainer.callback_metrics:
+            logged = sorted(name for name in trainer.callback_metrics if name.startswith("val/"))
+            raise InputError(
+                f"optimized_metric={self.monitor} is not among the metrics this validation logged ({', '.join(logged)}); "
+                "set optimized_metric to one of them (and optimized_mode to max or min)"
+            )
+        super().on_validation_end(trainer, pl_module)
 
     def check_monitor_top_k(self, trainer: pl.Trainer, current: Tensor | None = None) -> bool:
         if current is not None:

@@ -11,9 +11,10 @@ from pathlib import Path
 import pytest
 import yaml
 from hydra import compose, initialize_config_dir
+from omegaconf import OmegaConf
 
 from core.training.commands.optuna_logs import OptunaLogs
-from core.training.commands.trials import trial_rows, write_table
+from core.training.commands.trials import TrialsTable, trial_rows, write_table
 from tests.command_runs import ROOT, TINY_VISION_RUN, run_command
 
 
@@ -72,6 +73,26 @@ def test_the_trials_table_has_each_jobs_settings_and_metrics(tmp_path: Path) -> 
         table = list(csv.DictReader(file))
     assert [row["val/acc"] for row in table] == ["", "0.5"]
     assert list(table[0]) == ["job", "module.lr", "model", "val/acc", "fit_seconds"]  # the optimized metric first
+
+
+def test_the_table_is_written_as_each_job_ends_so_a_sweep_a_failed_job_stops_keeps_it(tmp_path: Path) -> None:
+    """Hydra's basic sweeper raises a failed job's error once every job has run, and the multirun
+    never ends: the table written after each job is all the sweep leaves."""
+    sweep = OmegaConf.create({"hydra": {"sweep": {"dir": str(tmp_path)}, "overrides": {"task": ["module.lr=0.002,1e9"]}}})
+    table = TrialsTable()
+    table.on_multirun_start(sweep)
+    for number, (lr, metrics) in enumerate([("0.002", {"val/acc": 0.5}), ("1e9", {"diverged": True})]):
+        job_dir = tmp_path / str(number)
+        (job_dir / ".hydra").mkdir(parents=True)
+        (job_dir / ".hydra" / "overrides.yaml").write_text(yaml.safe_dump([f"module.lr={lr}"]))
+        (job_dir / ".hydra" / "hydra.yaml").write_text(yaml.safe_dump({"hydra": {"job": {"num": number}}}))
+        (job_dir / "metrics.json").write_text(json.dumps(metrics))
+        job = OmegaConf.merge(sweep, {"optimized_metric": "val/acc", "hydra": {"overrides": {"task": [f"module.lr={lr}"]}}})
+        table.on_job_end(job, job_return=None)
+        with (tmp_path / "trials.csv").open() as file:
+            assert [row["module.lr"] for row in csv.DictReader(file)] == ["0.002", "1e9"][: number + 1]
+    with (tmp_path / "trials.csv").open() as file:
+        assert [(row["val/acc"], row["diverged"]) for row in csv.DictReader(file)] == [("0.5", ""), ("", "True")]
 
 
 @pytest.mark.slow

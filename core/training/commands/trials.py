@@ -6,7 +6,8 @@ configs) that writes the table when a multirun ends, whatever the sweeper: Hydra
 (``-m model=vit_tiny,vit_small``) or the Optuna sweeper of ``hparams_search=...``, which also
 writes the best trial's settings beside it (``optimization_results.yaml``). It reads what every
 job left on disk (``.hydra/hydra.yaml``, ``.hydra/overrides.yaml``, ``metrics.json``), so it
-works with any launcher; a job that wrote no metrics (it failed) has empty metric cells.
+works with any launcher; a job that wrote no metrics (it failed) has empty metric cells. Jobs run
+in this process rewrite it as each ends, so a sweep that a failed job stops keeps it too.
 """
 
 from __future__ import annotations
@@ -24,15 +25,28 @@ from core.files.atomic import atomic_path
 
 
 class TrialsTable(Callback):
-    """Writes ``filename`` in the sweep directory when a multirun ends (:func:`trial_rows`)."""
+    """Writes ``filename`` in the sweep directory (:func:`trial_rows`) when a multirun ends, and
+    after each of its jobs run in this process (Hydra's basic launcher, the Optuna sweeper's): a
+    sweep that a failed job ends (the basic sweeper raises its first failure once every job has
+    run, and never reaches its end) keeps the table of every job."""
 
     def __init__(self, filename: str = "trials.csv") -> None:
         self.filename = filename
+        self.command_line: list[str] | None = None  # the multirun's overrides, once it has started here
+
+    def on_multirun_start(self, config: DictConfig, **kwargs: Any) -> None:
+        self.command_line = list(config.hydra.overrides.task)
+
+    def on_job_end(self, config: DictConfig, job_return: Any, **kwargs: Any) -> None:
+        if self.command_line is not None:
+            self.write(Path(config.hydra.sweep.dir), self.command_line, config.get("optimized_metric"))
 
     def on_multirun_end(self, config: DictConfig, **kwargs: Any) -> None:
-        sweep_dir = Path(config.hydra.sweep.dir)
-        rows = trial_rows(sweep_dir, list(config.hydra.overrides.task), config.get("optimized_metric"))
-        if rows:
+        self.write(Path(config.hydra.sweep.dir), list(config.hydra.overrides.task), config.get("optimized_metric"))
+
+    def write(self, sweep_dir: Path, command_line: list[str], metric: str | None) -> None:
+        """The table of the jobs under ``sweep_dir`` so far, if any."""
+        if rows := trial_rows(sweep_dir, command_line, metric):
             write_table(sweep_dir / self.filename, rows)
 
 

@@ -48,8 +48,9 @@ def scaled_dot_product(
     """Eq. 1, computed explicitly: ``softmax(Q K^T / sqrt(d_k)) V``.
 
     ``mask`` is bool, broadcastable to [B, H, T, S], True = may not attend; masked scores become
-    -inf, so their weights are exactly 0. Returns the output [B, H, T, d_v] and the attention
-    weights [B, H, T, S] (before dropout).
+    -inf, so their weights are exactly 0; a row whose every key is masked gives NaN (the blocks
+    reopen such rows first, :func:`core.masks.merge_masks`). Returns the output [B, H, T, d_v] and
+    the attention weights [B, H, T, S] (before dropout).
     """
     scale = query.shape[-1] ** -0.5 if scale is None else scale
     scores = attention_scores(query, key) * scale

@@ -45,6 +45,10 @@ CASES = {
     "vision.train width not divisible by heads": Case("vision.train", ("model.num_heads=5",), "model.num_heads=5"),
     "vision.train unknown pooling": Case("vision.train", ("model.pool=max",), "model.pool"),
     "vision.train unknown stem": Case("vision.train", ("model.stem=resnet",), "model.stem"),
+    "vision.train mistyped data class": Case(
+        "vision.train", ("data=synthetic", "data._target_=vision.data.synthetic.SyntheticDataModul"),
+        "data._target_=vision.data.synthetic.SyntheticDataModul",
+    ),
     "vision.train label smoothing auto": Case("vision.train", ("module.label_smoothing=auto",), "module.label_smoothing"),  # translation's alone
     "vision.train stem without convolutions": Case("vision.train", ("model.stem_convs=0",), "model.stem_convs"),
     "vision.train negative learning rate": Case("vision.train", ("module.lr=-0.001",), "module.lr"),

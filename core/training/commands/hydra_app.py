@@ -110,13 +110,19 @@ def hydra_app(config_name: str, config_path: str, command: str) -> Callable[[Cal
                 cause = error.__cause__
                 if user_wants_traceback[0]:
                     raise
+                entry = re.search(r"full_key: (\S+)", str(error))
+                target = re.search(r"Error locating target '([^']+)'", str(error))
+                if target and entry and isinstance(cause, ImportError):  # a _target_ that names no class
+                    fail(
+                        f"{entry.group(1)}._target_={target.group(1)} cannot be imported ({str(cause).splitlines()[0]}); "
+                        "check the dotted path of the class"
+                    )
                 if not about_its_arguments(cause):
                     raise (cause or error) from None  # a bug in a constructor: its own traceback, status 1
                 if isinstance(cause, (InputError, FileNotFoundError)):
                     fail(str(cause))
                 # A constructor's own check of a value (Lightning's of the Trainer's settings, e.g.
                 # a GPU on a machine without one), or a key it does not take: name the config entry.
-                entry = re.search(r"full_key: (\S+)", str(error))
                 fail(f"{cause} ({'config entry ' + entry.group(1) if entry else 'a config value'}); fix it on the command line")
 
         app = hydra.main(version_base="1.3", config_path=config_path, config_name=config_name)(guarded_task)

@@ -238,3 +238,25 @@ def test_cli_errors_name_the_bad_input(tmp_path: Path, capsys: pytest.CaptureFix
         assert exit_info.value.code == 2
         (line,) = capsys.readouterr().err.strip().splitlines()
         assert line.startswith("error: ") and message in line
+
+
+SEEN: list[tuple[int, list[int]]] = []  # (epoch, labels of a training batch), by TrainingBatches
+
+
+class TrainingBatches(pl.Callback):
+    """Records the labels of every training batch with its epoch in :data:`SEEN`."""
+
+    def on_train_batch_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule, batch: object, batch_idx: int) -> None:
+        SEEN.append((trainer.current_epoch, batch[1].tolist()))  # type: ignore[index]
+
+
+def test_debug_overfit_trains_the_same_batches_every_epoch(tmp_path: Path) -> None:
+    SEEN.clear()
+    cfg = vision_config([
+        *TINY_SYNTHETIC, *TINY_MODEL, "debug=overfit", f"paths.output_dir={tmp_path}", "trainer=cpu", "logger=csv",
+        "callbacks.progress_bar=null", "trainer.max_epochs=3", "module.mixup_alpha=0", "module.cutmix_alpha=0",
+        "+callbacks.batches._target_=tests.vision.test_train.TrainingBatches",
+    ])
+    train(cfg)
+    epochs = [[labels for epoch, labels in SEEN if epoch == number] for number in range(3)]
+    assert len(epochs[0]) == 2 and epochs[0] == epochs[1] == epochs[2]

@@ -48,7 +48,12 @@ class BudgetedDataModule(pl.LightningDataModule):
 
     def training_loader(self, dataset: Dataset, **options: Any) -> DataLoader:
         """A loader over ``dataset`` with ``options`` (its ``batch_sampler`` seeded by epoch) that
-        a run resumed mid-epoch continues where it stopped; a plain loader without a trainer."""
+        a run resumed mid-epoch continues where it stopped; a plain loader without a trainer.
+        Under ``trainer.overfit_batches`` (``debug=overfit``) the sampler does not shuffle, so the
+        first batches, the ones Lightning trains on, are the same every epoch."""
+        sampler = options.get("batch_sampler")
+        if self.trainer is not None and self.trainer.overfit_batches > 0 and hasattr(sampler, "shuffle"):
+            sampler.shuffle = False
         if self.trainer is not None:
             return ResumableLoader(dataset, position=lambda: trained_position(self.trainer), **options)
         return DataLoader(dataset, **options)

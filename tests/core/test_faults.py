@@ -59,27 +59,35 @@ def test_a_second_run_on_a_directory_in_use_is_refused(tmp_path: Path) -> None:
 
 
 @contextmanager
-def writing(path: Path) -> Iterator[Path]:
-    """A process of this machine stopped inside an ``atomic_path`` write of ``path``; yields the
-    temporary file it has written (``.<stem>.<machine>.<pid>.tmp<suffix>``), and kills it on exit."""
+def stopped_writer(path: Path, writer: str, write: str) -> Iterator[int]:
+    """A process of this machine stopped inside ``with <writer>(path) as out:`` (a writer of
+    ``core.files.atomic``) after ``write``; yields its pid, and kills it on exit."""
     script = (
         "import sys, time\n"
         "from pathlib import Path\n"
-        "from core.files.atomic import atomic_path\n"
-        "with atomic_path(Path(sys.argv[1])) as tmp:\n"
-        "    tmp.write_bytes(bytes(100_000))\n"
+        f"from core.files.atomic import {writer}\n"
+        f"with {writer}(Path(sys.argv[1])) as out:\n"
+        f"    {write}\n"
         "    print('writing', flush=True)\n"
         "    time.sleep(600)\n"
     )
-    writer = subprocess.Popen(
+    process = subprocess.Popen(
         [sys.executable, "-c", script, str(path)], cwd=ROOT, env=SUBPROCESS_ENV, stdout=subprocess.PIPE, text=True
     )
     try:
-        assert writer.stdout is not None and writer.stdout.readline() == "writing\n"
-        yield temporary_file(path, writer.pid)
+        assert process.stdout is not None and process.stdout.readline() == "writing\n"
+        yield process.pid
     finally:
-        writer.kill()
-        writer.communicate()  # reaps it: a dead process, no longer in the process table
+        process.kill()
+        process.communicate()  # reaps it: a dead process, no longer in the process table
+
+
+@contextmanager
+def writing(path: Path) -> Iterator[Path]:
+    """A process of this machine stopped inside an ``atomic_path`` write of ``path``; yields the
+    temporary file it has written (``.<stem>.<machine>.<pid>.tmp<suffix>``), and kills it on exit."""
+    with stopped_writer(path, "atomic_path", "out.write_bytes(bytes(100_000))") as pid:
+        yield temporary_file(path, pid)
 
 
 def test_a_checkpoint_write_killed_midway_leaves_nothing_behind_the_next_run(
@@ -126,24 +134,9 @@ def test_an_export_killed_midway_is_cleaned_up_by_the_next_export_to_that_direct
     """A directory written through ``atomic_directory`` (an export): the next write of it removes
     the folder a killed writer of this machine left, and keeps another machine's."""
     out = tmp_path / "export"
-    script = (
-        "import sys, time\n"
-        "from pathlib import Path\n"
-        "from core.files.atomic import atomic_directory\n"
-        "with atomic_directory(Path(sys.argv[1])) as staging:\n"
-        "    (staging / 'model.bin').write_bytes(bytes(100_000))\n"
-        "    print('writing', flush=True)\n"
-        "    time.sleep(600)\n"
-    )
-    writer = subprocess.Popen(
-        [sys.executable, "-c", script, str(out)], cwd=ROOT, env=SUBPROCESS_ENV, stdout=subprocess.PIPE, text=True
-    )
-    try:
-        assert writer.stdout is not None and writer.stdout.readline() == "writing\n"
-    finally:
-        writer.kill()
-        writer.communicate()
-    leftover = staging_directory(out, "tmp", writer.pid)
+    with stopped_writer(out, "atomic_directory", "(out / 'model.bin').write_bytes(bytes(100_000))") as pid:
+        pass
+    leftover = staging_directory(out, "tmp", pid)
     elsewhere = out.with_name(f".export.{socket.gethostname()}-2.{NO_PID}.old")
     elsewhere.mkdir()
     assert (leftover / "model.bin").is_file() and not out.exists()

@@ -85,7 +85,7 @@ def image_shape(cfg: DictConfig) -> None:
     if size is not None and model_size is not None and size != model_size and not OmegaConf.select(cfg, "model.dynamic_img_size"):
         raise InputError(
             f"data.img_size={size} is not model.img_size={model_size}, and the model takes only its own size; "
-            f"leave data.img_size out (it follows model.img_size) or set model.dynamic_img_size=true"
+            "leave data.img_size out (it follows model.img_size) or set model.dynamic_img_size=true"
         )
 
 

@@ -43,10 +43,6 @@ class BatchedAPI(litserve.LitAPI):
         self.handler = handler
 
     def setup(self, device: str) -> None:
-        # Ctrl-C reaches every process of the terminal's group. The worker, started with it
-        # ignored (core.serving.runner.serve), leaves it to the server, which drains the HTTP
-        # process (answering its requests through this worker) and then stops the workers with
-        # SIGTERM; taken here, it would drop the batch in flight.
         self.handler.setup(device)
 
     # decode_request and encode_response stay unannotated: LitServe reads their annotations as

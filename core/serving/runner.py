@@ -116,8 +116,9 @@ def serve(handler: Handler, path: str, route: Route, args: argparse.Namespace, m
     class Server(litserve.LitServer):
         """LitServe's server whose inference workers start with Ctrl-C ignored (a disposition a
         spawned process keeps): Ctrl-C reaches every process of the terminal's group, and the
-        server stops the workers itself, after draining the HTTP process; a worker still starting
-        would otherwise die of it with a traceback."""
+        server stops the workers itself with SIGTERM, after draining the HTTP process (whose
+        requests the workers answer). Taken by a worker, it would drop the batch in flight, or
+        kill a worker still starting with a traceback."""
 
         def launch_inference_worker(self, lit_api: litserve.LitAPI) -> Any:
             with sigint_ignored():

@@ -69,7 +69,13 @@ class DecoderCache:
         """Number of target positions already decoded (the offset of the next one)."""
         return self.self_attn[0].length if self.self_attn else 0
 
-    def reorder(self, index: Tensor) -> None:
-        """Keep batch rows ``index`` in every layer's caches."""
-        for cache in (*self.self_attn, *self.cross_attn):
+    def reorder(self, index: Tensor, cross_attention: bool = True) -> None:
+        """Keep batch rows ``index`` in every layer's caches.
+
+        ``cross_attention=False`` leaves the cross-attention caches as they are: right where
+        ``index`` only moves rows among copies of one source, as beam search's does (every beam of
+        a sentence attends to the same memory, so its cross-attention keys and values are the same
+        in each of the sentence's rows, and copying them each step changes nothing).
+        """
+        for cache in (*self.self_attn, *(self.cross_attn if cross_attention else ())):
             cache.reorder(index)

@@ -395,7 +395,8 @@ def beam_hypotheses(
     scores every continuation of every live beam and takes the ``2 * beam_size`` best of each
     sentence (:func:`best_candidates`): those ending in ``</s>`` among the top ``beam_size``
     become finished hypotheses (:class:`FinishedHypotheses`), and the best ``beam_size`` others
-    stay live (:func:`advance_beams`), with the key/value cache reordered to follow them; at the
+    stay live (:func:`advance_beams`), with the self-attention cache reordered to follow them (the
+    cross-attention keys and values are the same in every beam of a sentence); at the
     first step after a prefix only the best candidate may end (:func:`only_the_best_may_end`).
     The search stops when every sentence is done. Each sentence ends with ``beam_size`` distinct
     hypotheses, fewer only when fewer could end (a limit that leaves room for ``</s>`` alone).
@@ -448,7 +449,7 @@ def beam_hypotheses(
             break
         tokens, scores, rows = advance_beams(candidates, tokens, beam_size)
         if cache is not None:
-            cache.reorder(rows)
+            cache.reorder(rows, cross_attention=False)  # rows stay within their sentence's beams
     return finished.ranked()
 
 

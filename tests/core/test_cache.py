@@ -47,3 +47,21 @@ def test_reorder_selects_batch_rows_in_every_layer() -> None:
         torch.testing.assert_close(entry.key, before[index])
     # The cross-attention cache keeps the memory's padding mask, reordered with its rows.
     assert torch.equal(cache.cross_attn[0].mask[:, 0, 0], memory_padding[index])
+
+
+def test_reorder_within_copies_of_one_source_leaves_the_cross_attention_caches() -> None:
+    torch.manual_seed(3)
+    decoder = core.Decoder(8, 2, 2).eval()
+    memory = torch.randn(2, 4, 8).repeat_interleave(2, dim=0)  # two beams of each of two sources
+    cache = decoder.new_cache()
+    decoder(torch.randn(4, 2, 8), memory, cache=cache)
+    cross = [(entry.key, entry.value, entry.mask) for entry in cache.cross_attn]
+    self_keys = [entry.key.clone() for entry in cache.self_attn]
+    index = torch.tensor([1, 1, 3, 2])  # each row stays among its source's beams
+    cache.reorder(index, cross_attention=False)
+    for before, entry in zip(self_keys, cache.self_attn):
+        torch.testing.assert_close(entry.key, before[index])
+    for (key, value, mask), entry in zip(cross, cache.cross_attn):
+        assert entry.key is key and entry.value is value and entry.mask is mask
+    # Left as they were, they equal what a reorder would have made of them.
+    torch.testing.assert_close(cache.cross_attn[0].key[index], cache.cross_attn[0].key)

@@ -4,8 +4,8 @@ LitServe with the request gate in front of the head's route and runs until stopp
 SIGTERM, or Ctrl-C, stops the server gracefully: the HTTP process stops accepting connections,
 answers every request it has taken (the inference workers run until it is done, up to LitServe's
 30 s), and the command exits with status 0. Ctrl-C reaches every process of the terminal's group;
-the inference workers ignore it (:meth:`core.serving.api.BatchedAPI.setup`) and are stopped after
-the HTTP process. A stop cut short (a signal before serving began, or a second one during the
+the inference workers ignore it (they start with it ignored) and are stopped after the HTTP
+process. An inference worker that dies while serving is started again. A stop cut short (a signal before serving began, or a second one during the
 graceful stop, which forces it) exits with 128 + the signal's number: 130 for Ctrl-C, 143 for
 SIGTERM.
 """
@@ -17,6 +17,7 @@ import multiprocessing
 import os
 import signal
 import socket
+import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
@@ -118,15 +119,25 @@ def serve(handler: Handler, path: str, route: Route, args: argparse.Namespace, m
         spawned process keeps): Ctrl-C reaches every process of the terminal's group, and the
         server stops the workers itself with SIGTERM, after draining the HTTP process (whose
         requests the workers answer). Taken by a worker, it would drop the batch in flight, or
-        kill a worker still starting with a traceback."""
+        kill a worker still starting with a traceback. A worker that dies while serving is
+        started again (``restart_workers``, LitServe's monitor), but not once the stop has begun:
+        the monitor would take the workers the stop terminates for dead ones."""
+
+        stopping = False
 
         def launch_inference_worker(self, lit_api: litserve.LitAPI) -> Any:
             with sigint_ignored():
                 return super().launch_inference_worker(lit_api)
 
         def launch_single_inference_worker(self, lit_api: litserve.LitAPI, worker_id: int) -> Any:
+            if self.stopping:  # the workers this stop terminates are not to be started again
+                return next(worker for worker in self.inference_workers if not worker.is_alive())
             with sigint_ignored():
                 return super().launch_single_inference_worker(lit_api, worker_id)
+
+        def _perform_graceful_shutdown(self, *args: Any, **kwargs: Any) -> None:
+            self.stopping = True
+            super()._perform_graceful_shutdown(*args, **kwargs)
 
     api = BatchedAPI(handler, path, args.max_batch_size, args.batch_timeout)
     accelerator, devices = litserve_devices(args.device)
@@ -137,6 +148,7 @@ def serve(handler: Handler, path: str, route: Route, args: argparse.Namespace, m
         workers_per_device=args.workers,
         middlewares=[(RequestGate, {"routes": {path: route}, "max_body_bytes": args.max_body_bytes})],
         model_metadata=metadata,
+        restart_workers=True,  # a worker that dies (killed, out of memory) is replaced, not the server stopped
     )
     received = stop_on_signals()
     try:
@@ -151,7 +163,16 @@ def serve(handler: Handler, path: str, route: Route, args: argparse.Namespace, m
 
 @contextmanager
 def sigint_ignored() -> Iterator[None]:
-    """SIGINT ignored in this process, and in the processes it starts meanwhile, for the block."""
+    """SIGINT ignored in this process, and in the processes it starts meanwhile, for the block.
+    Off the main thread, where no handler can be set (LitServe's monitor starting a worker
+    again), SIGINT is blocked in this thread instead: a process it starts keeps it blocked."""
+    if threading.current_thread() is not threading.main_thread():
+        mask = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
+        try:
+            yield
+        finally:
+            signal.pthread_sigmask(signal.SIG_SETMASK, mask)
+        return
     handler = signal.signal(signal.SIGINT, signal.SIG_IGN)
     try:
         yield

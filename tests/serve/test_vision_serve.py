@@ -2,7 +2,8 @@
 its answers are those of ``python -m vision.predict`` for the same images, whether sent as base64
 JSON or multipart uploads, alone or batched with others; every bad request gets its 4xx with a
 one-line reason and the next good request is answered; SIGTERM, or Ctrl-C to the whole process
-group, answers the request in flight and exits 0, and a second signal forces the stop (143)."""
+group, answers the request in flight and exits 0, and a second signal forces the stop (143); a
+worker that dies is started again."""
 
 from __future__ import annotations
 
@@ -255,6 +256,14 @@ def spawned_workers(group: int) -> list[int]:
     return pids
 
 
+def ctrl_c_ignored(pid: int, *sets: str) -> bool:
+    """Whether process ``pid`` has SIGINT in one of its ``sets`` of signals (``/proc/PID/status``:
+    ``SigIgn`` ignored, ``SigBlk`` blocked; both by default)."""
+    lines = Path(f"/proc/{pid}/status").read_text().splitlines()
+    masks = [int(line.split()[1], 16) for line in lines if line.split(":")[0] in (sets or ("SigIgn", "SigBlk"))]
+    return any(mask & (1 << (signal.SIGINT - 1)) for mask in masks)
+
+
 def test_ctrl_c_while_the_workers_start_stops_without_a_traceback_and_exits_130(
     tmp_path: Path, classifier_checkpoint: Path
 ) -> None:
@@ -265,13 +274,32 @@ def test_ctrl_c_while_the_workers_start_stops_without_a_traceback_and_exits_130(
             time.sleep(0.05)
         (worker,) = spawned_workers(server.process.pid)
         time.sleep(0.3)  # the worker is importing torch: long before it is ready
-        ignored = next(line for line in Path(f"/proc/{worker}/status").read_text().splitlines() if line.startswith("SigIgn:"))
-        assert int(ignored.split()[1], 16) & (1 << (signal.SIGINT - 1)), ignored  # Ctrl-C ignored from its start
+        assert ctrl_c_ignored(worker, "SigIgn")  # Ctrl-C ignored from its start
         status = server.stop(ctrl_c=True)
     finally:
         server.kill()
     assert status == 130, server.output()
     assert "Traceback" not in server.output() and "KeyboardInterrupt" not in server.output(), server.output()
+
+
+def test_a_worker_that_dies_is_started_again_and_the_server_goes_on(
+    tmp_path: Path, classifier_checkpoint: Path, expected: dict
+) -> None:
+    path, predictions = next(iter(expected.items()))
+    with Server("vision.serve", classifier_checkpoint, tmp_path / "server.log") as server:
+        (worker,) = spawned_workers(server.process.pid)
+        os.kill(worker, signal.SIGKILL)
+        deadline = time.monotonic() + 60
+        while spawned_workers(server.process.pid) in ([], [worker]) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert server.process.poll() is None, server.output()
+        (replacement,) = spawned_workers(server.process.pid)
+        assert replacement != worker
+        assert ctrl_c_ignored(replacement)  # ignored or blocked: it is left to the server, as the first worker's
+        assert_answers(post_json(f"{server.url}/predict", {"image": b64(path)}, timeout=60), [predictions])
+        status = server.stop()
+    assert status == 0, server.output()
+    assert spawned_workers(server.process.pid) == []  # the replacement stopped with the server
 
 
 def test_a_second_sigterm_forces_the_stop_and_exits_143(tmp_path: Path, classifier_checkpoint: Path, expected: dict) -> None:

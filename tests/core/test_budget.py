@@ -142,3 +142,15 @@ def test_a_resumed_time_budget_follows_its_last_plan_while_it_measures_its_pace(
     resumed.fit(TinyModule(model, num_classes=2, step_seconds=0.01), data, ckpt_path=tmp_path / "last.ckpt")
     assert seen[0] == first_budget.plan  # the first batch, before any step is timed
     assert seen[-1] != first_budget.plan  # planned again from this run's pace
+
+
+def test_a_run_resumed_inside_its_last_epoch_validates_its_final_weights(tmp_path: Path) -> None:
+    # Lightning does not start again the epoch a run resumed inside: its on_train_epoch_start is not called.
+    steps_every_10 = [
+        "callbacks.recent_checkpoints.train_time_interval=null", "callbacks.recent_checkpoints.every_n_train_steps=10",
+    ]
+    bound = ["trainer.max_epochs=3", "trainer.check_val_every_n_epoch=2"]  # 4 steps an epoch
+    train(tiny_config(tmp_path / "first", *bound, *steps_every_10))
+    inside_the_last_epoch = tmp_path / "first" / "checkpoints" / "recent-step0000010.ckpt"
+    train(tiny_config(tmp_path / "resumed", *bound, f"ckpt_path={inside_the_last_epoch}"))
+    assert validated_steps(tmp_path / "resumed") == [11]  # the final weights, validated inside the fit

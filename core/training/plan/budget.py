@@ -204,7 +204,9 @@ class TrainingBudget(pl.Callback):
 
     def on_train_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
         """Find the budgeted schedules and the time budget, and make the first plan (a resumed
-        time budget keeps the checkpoint's until its pace is measured)."""
+        time budget keeps the checkpoint's until its pace is measured); a run resumed inside its
+        last epoch makes it validate (:meth:`on_train_epoch_start`, which Lightning does not call
+        for the epoch it resumes inside)."""
         self.schedulers = [
             config.scheduler
             for config in trainer.lr_scheduler_configs
@@ -222,6 +224,7 @@ class TrainingBudget(pl.Callback):
         self.start_step, self.start_time, self.timing = trainer.global_step, time.monotonic(), False
         self.plan = self.resumed_plan
         self.replan(trainer)
+        self.on_train_epoch_start(trainer, pl_module)
 
     def on_train_batch_end(
         self, trainer: pl.Trainer, pl_module: pl.LightningModule, outputs: Any, batch: Any, batch_idx: int

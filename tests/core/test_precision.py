@@ -28,7 +28,8 @@ def test_a_cpu_gets_bf16_only_with_its_instructions(
 @pytest.mark.parametrize(("bf16", "expected"), [(True, "bf16-mixed"), (False, "32-true")])
 def test_a_gpu_gets_bf16_only_where_it_has_it(monkeypatch: pytest.MonkeyPatch, bf16: bool, expected: str) -> None:
     monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
-    monkeypatch.setattr(torch.cuda, "is_bf16_supported", lambda *args, **kwargs: bf16)
+    # torch's answer counts emulated bf16 (a GPU before Ampere) unless told not to.
+    monkeypatch.setattr(torch.cuda, "is_bf16_supported", lambda including_emulation=True: bf16 or including_emulation)
     monkeypatch.setattr(precision, "cpu_computes_bf16", lambda: not bf16)  # the GPU decides, not the CPU
     assert hardware_precision("gpu") == hardware_precision("auto") == expected
 

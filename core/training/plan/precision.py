@@ -27,7 +27,8 @@ def hardware_precision(accelerator: str) -> str:
     one is present, as Lightning decides)."""
     on_gpu = accelerator in ("gpu", "cuda") or (accelerator == "auto" and torch.cuda.is_available())
     if on_gpu:
-        return MIXED if torch.cuda.is_available() and torch.cuda.is_bf16_supported() else FULL
+        native = torch.cuda.is_available() and torch.cuda.is_bf16_supported(including_emulation=False)
+        return MIXED if native else FULL  # emulated (before Ampere: T4, V100) is slower than float32
     if accelerator in ("cpu", "auto"):
         return MIXED if cpu_computes_bf16() else FULL
     return FULL  # other accelerators (mps, tpu): Lightning's float32 default

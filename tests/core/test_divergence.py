@@ -53,6 +53,15 @@ class SpikyModule(TinyModule):
         return loss
 
 
+class SteadyLoss(TinyModule):
+    """The tiny module whose training loss reads 2 at every step but optimizer step 6, where it
+    reads 2000 (its gradients are the tiny task's)."""
+
+    def training_step(self, batch: tuple[Tensor, Tensor], batch_idx: int) -> Tensor:
+        loss = super().training_step(batch, batch_idx)
+        return loss - loss.detach() + (2000.0 if self.trainer.global_step == 6 else 2.0)
+
+
 class NaNValidation(TinyModule):
     """The tiny module whose validation accuracy is NaN (its weights and losses stay finite)."""
 
@@ -160,6 +169,16 @@ def test_a_loss_spike_rewinds_to_the_last_copy(tmp_path: Path, caplog: pytest.Lo
     assert "the training loss spiked to" in caplog.text and "rewound to the good state of step 6" in caplog.text
     with pytest.raises(TrainingDiverged, match=r"at step 7: the training loss spiked to .*x the median"):
         train(tiny_config(tmp_path / "stopped", *spiky, *guard, "callbacks.divergence.max_rewinds=0"))
+
+
+def test_the_spike_is_told_in_the_loss_of_the_step_under_gradient_accumulation(tmp_path: Path) -> None:
+    # Lightning hands the callbacks each micro-batch's loss divided by accumulate_grad_batches.
+    overrides = [
+        "module._target_=tests.core.test_divergence.SteadyLoss", "trainer.max_epochs=5", "trainer.accumulate_grad_batches=2",
+        "callbacks.divergence.spike_factor=4", "callbacks.divergence.window=3", "callbacks.divergence.max_rewinds=0",
+    ]
+    with pytest.raises(TrainingDiverged, match=r"the training loss spiked to 2000, 1000.0x the median 2 of the last 3 steps"):
+        train(tiny_config(tmp_path, *overrides))
 
 
 def test_a_nan_validation_is_never_the_best_checkpoint(tmp_path: Path) -> None:

@@ -180,8 +180,8 @@ class DivergenceGuard(pl.Callback):
     ) -> None:
         """After each optimizer step: keep a copy when one is due, rewind or stop on a fault."""
         loss = step_loss(outputs)
-        if loss is not None:
-            self.losses.append(loss)
+        if loss is not None:  # Lightning hands over the loss divided by accumulate_grad_batches
+            self.losses.append(loss * trainer.accumulate_grad_batches)
         if trainer.global_step == self.checked_step:
             return  # gradients are still accumulating: the optimizer has not stepped
         self.checked_step = trainer.global_step

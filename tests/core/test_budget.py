@@ -3,6 +3,7 @@
 import csv
 import json
 import logging
+from types import SimpleNamespace
 from pathlib import Path
 
 import lightning.pytorch as pl
@@ -11,7 +12,7 @@ from hydra import compose, initialize_config_dir
 
 import core
 from core.errors import InputError
-from core.training.plan.budget import TrainingBudget, resolve_epochs
+from core.training.plan.budget import TrainingBudget, resolve_epochs, stepping_bound
 from core.training.runner import train
 from tests.core.test_runner import tiny_config
 from tests.core.tiny_task import TinyData, TinyModule
@@ -154,3 +155,11 @@ def test_a_run_resumed_inside_its_last_epoch_validates_its_final_weights(tmp_pat
     inside_the_last_epoch = tmp_path / "first" / "checkpoints" / "recent-step0000010.ckpt"
     train(tiny_config(tmp_path / "resumed", *bound, f"ckpt_path={inside_the_last_epoch}"))
     assert validated_steps(tmp_path / "resumed") == [11]  # the final weights, validated inside the fit
+
+
+@pytest.mark.parametrize(("estimate", "bound"), [(20, 20), (-1, None), (float("inf"), None)])
+def test_the_stepping_bound_of_epochs_without_a_length_is_none(estimate: float, bound: int | None) -> None:
+    # Lightning estimates the steps of epochs over a loader without a length as max_steps, -1 when unset.
+    trainer = SimpleNamespace(callbacks=[TrainingBudget(0.1)], max_epochs=3, train_dataloader=object(),
+                              estimated_stepping_batches=estimate)
+    assert stepping_bound(trainer) == bound

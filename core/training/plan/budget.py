@@ -125,7 +125,8 @@ class FollowsThePlan:
 
 def stepping_bound(trainer: pl.Trainer) -> int | None:
     """The optimizer steps that ``max_epochs`` / ``max_steps`` allow, None when unbounded (a run
-    bounded by ``max_time`` alone): the ``total_steps`` a module gives its schedule at first.
+    bounded by ``max_time`` alone, or by epochs of a loader without a length): the ``total_steps``
+    a module gives its schedule at first.
 
     Also None for an epoch bound while Lightning has not set the training loader up (in
     ``configure_optimizers``) and a :class:`TrainingBudget` plans the run as training starts:
@@ -134,8 +135,8 @@ def stepping_bound(trainer: pl.Trainer) -> int | None:
     first batch."""
     if training_budget(trainer) is not None and trainer.max_epochs != -1 and trainer.train_dataloader is None:
         return None
-    bound = float(trainer.estimated_stepping_batches)
-    return max(1, int(bound)) if math.isfinite(bound) else None
+    bound = float(trainer.estimated_stepping_batches)  # max_steps (-1: none) where an epoch has no length
+    return max(1, int(bound)) if math.isfinite(bound) and bound >= 0 else None
 
 
 def wall_clock_timer(trainer: pl.Trainer) -> Timer | None:

@@ -139,3 +139,20 @@ def test_a_trial_that_diverges_is_recorded_and_the_search_goes_on(tmp_path: Path
     assert len(diverged) < 4
     results = yaml.safe_load((sweep_dir / "optimization_results.yaml").read_text())
     assert results["best_params"]["module.lr"] == 0.002
+
+
+@pytest.mark.slow
+def test_a_trial_whose_settings_are_refused_is_recorded_and_the_search_goes_on(tmp_path: Path) -> None:
+    pytest.importorskip("hydra_plugins.hydra_optuna_sweeper")
+    sweep_dir = tmp_path / "sweep"
+    output = run_command(
+        "vision.train", "hparams_search=vision_optuna", *TINY_VISION_RUN, "trainer.max_steps=2", "logger=csv",
+        "module.label_smoothing=choice(0.1, 1.5)",  # 1.5 is refused by the config check
+        "hydra.sweeper.n_trials=4", f"hydra.sweep.dir={sweep_dir}",
+    )
+    with (sweep_dir / "trials.csv").open() as file:
+        trials = list(csv.DictReader(file))
+    assert len(trials) == 4, output
+    refused = [trial for trial in trials if float(trial["module.label_smoothing"]) == 1.5]
+    assert refused and all(trial["val/acc"] == "" for trial in refused)
+    assert all(trial["val/acc"] != "" for trial in trials if trial not in refused)

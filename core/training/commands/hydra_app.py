@@ -9,7 +9,7 @@ import os
 import re
 from datetime import datetime
 from collections.abc import Callable
-from typing import Any, TypeVar
+from typing import Any, NoReturn, TypeVar
 
 from core.commands.exit import EXIT_DIVERGED, fail, full_traceback_wanted
 from core.errors import InputError, TrainingDiverged
@@ -74,7 +74,8 @@ def hydra_app(config_name: str, config_path: str, command: str) -> Callable[[Cal
     errors about the command line (unknown key, bad override, missing config) end in one
     ``error:`` line and status 2, a :class:`TrainingDiverged` in one line and status 3; any other
     failure of a constructor is a bug and keeps its traceback (status 1); ``HYDRA_FULL_ERROR=1``
-    shows the traceback of every error.
+    shows the traceback of every error. In a sweep (``-m``, ``hparams_search=``) a trial refused
+    or diverged raises instead, and the sweeper records it as failed and goes on.
 
     ``command`` is the module of the command (``vision.train``): Hydra names the job, and so the
     run's log file (``train.log``), after the module of the task function, which is built
@@ -88,6 +89,13 @@ def hydra_app(config_name: str, config_path: str, command: str) -> Callable[[Cal
     user_wants_traceback = [False]  # read by main() as it starts, before it sets HYDRA_FULL_ERROR
     register_launch_stamp()
 
+    def refuse(message: str) -> NoReturn:
+        """One ``error:`` line and status 2; in a sweep's trial an :class:`InputError`, which the
+        sweeper records as the trial's failure."""
+        if in_sweep():
+            raise InputError(message) from None
+        fail(message)
+
     def decorate(task: Callable[[Any], T]) -> Callable[[], T | None]:
         task.__module__ = command
         started: list[bool] = []
@@ -99,8 +107,8 @@ def hydra_app(config_name: str, config_path: str, command: str) -> Callable[[Cal
             try:
                 return task(cfg)
             except (InputError, FileNotFoundError) as error:
-                if user_wants_traceback[0]:
-                    raise
+                if user_wants_traceback[0] or in_sweep():
+                    raise  # a sweep's trial: the sweeper records it as failed and the sweep goes on
                 fail(str(error))
             except TrainingDiverged as error:
                 if user_wants_traceback[0] or in_sweep():
@@ -113,17 +121,17 @@ def hydra_app(config_name: str, config_path: str, command: str) -> Callable[[Cal
                 entry = re.search(r"full_key: (\S+)", str(error))
                 target = re.search(r"Error locating target '([^']+)'", str(error))
                 if target and entry and isinstance(cause, ImportError):  # a _target_ that names no class
-                    fail(
+                    refuse(
                         f"{entry.group(1)}._target_={target.group(1)} cannot be imported ({str(cause).splitlines()[0]}); "
                         "check the dotted path of the class"
                     )
                 if not about_its_arguments(cause):
                     raise (cause or error) from None  # a bug in a constructor: its own traceback, status 1
                 if isinstance(cause, (InputError, FileNotFoundError)):
-                    fail(str(cause))
+                    refuse(str(cause))
                 # A constructor's own check of a value (Lightning's of the Trainer's settings, e.g.
                 # a GPU on a machine without one), or a key it does not take: name the config entry.
-                fail(f"{cause} ({'config entry ' + entry.group(1) if entry else 'a config value'}); fix it on the command line")
+                refuse(f"{cause} ({'config entry ' + entry.group(1) if entry else 'a config value'}); fix it on the command line")
 
         app = hydra.main(version_base="1.3", config_path=config_path, config_name=config_name)(guarded_task)
 
@@ -142,6 +150,8 @@ def hydra_app(config_name: str, config_path: str, command: str) -> Callable[[Cal
                 fail(f"{str(error).splitlines()[0]}{options}")
             except TrainingDiverged as error:  # a diverged job ended Hydra's basic sweep
                 fail(str(error), EXIT_DIVERGED)
+            except (InputError, FileNotFoundError) as error:  # a refused job ended Hydra's basic sweep
+                fail(str(error))
             except (HydraException, OmegaConfBaseException) as error:
                 cause = error.__cause__ or error.__context__
                 detail = f" ({str(cause).splitlines()[0]})" if isinstance(cause, OmegaConfBaseException) else ""

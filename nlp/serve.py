@@ -49,7 +49,7 @@ MAX_TEXTS = 64  # per request; nlp.translate decodes 64 lines together by defaul
 MAX_TEXT_CHARS = 10_000  # per text; a model reads a few hundred subwords of it at most
 MAX_BEAM = 32
 MAX_PREFIX_CHARS = 1_000  # a model's translations hold a few hundred subwords at most
-BATCH_SIZE = 64  # sentences decoded together, as nlp.translate's default --batch-size
+ROWS = 256  # hypotheses decoded together (sentences x beam): nlp.translate's 64 sentences at beam 4
 EXAMPLE = '{"text": "winter is coming", "beam": 4}'
 ONE, MANY = "text", "texts"
 KEYS = (ONE, MANY, "beam", "nbest", "prefix")
@@ -110,6 +110,11 @@ class TextRequest:
     single: bool
 
 
+def sentences_at_once(decoding: Decoding) -> int:
+    """The sentences decoded together at ``decoding``'s beam: :data:`ROWS` hypotheses, at least one sentence."""
+    return max(1, ROWS // decoding.beam_size)
+
+
 class TranslatorHandler:
     """Translates batches of requests with the checkpoint or the exported directory
     (:class:`core.serving.api.Handler`)."""
@@ -137,8 +142,8 @@ class TranslatorHandler:
 
     def predict(self, requests: list[TextRequest]) -> list[tuple[list[list[Translation]], TextRequest]]:
         """The hypotheses of every text of every request, the requests of one beam and prefix
-        decoded together by :func:`nlp.translate.translate_lines`, :data:`BATCH_SIZE` sentences at
-        a time."""
+        decoded together by :func:`nlp.translate.translate_lines`, :data:`ROWS` hypotheses at a
+        time (the sentences x the beam), so that a wide beam holds the memory a narrow one does."""
         from nlp.translate import translate_lines
 
         groups: dict[Decoding, list[int]] = {}
@@ -147,7 +152,7 @@ class TranslatorHandler:
         found: dict[int, list[list[Translation]]] = {}
         for decoding, indices in groups.items():
             lines = [text for index in indices for text in requests[index].texts]
-            translated = translate_lines(self.translator, lines, decoding, BATCH_SIZE)
+            translated = translate_lines(self.translator, lines, decoding, sentences_at_once(decoding))
             for index in indices:
                 found[index] = [next(translated) for _ in requests[index].texts]
         return [(found[index], request) for index, request in enumerate(requests)]

@@ -1,5 +1,6 @@
 """The pieces of a server in-process, without one: a refused request kept out of its batch's
-prediction (with and without batching), and the checks the gate runs for each head."""
+prediction (with and without batching), the checks the gate runs for each head, and how many
+sentences a translation server decodes at once."""
 
 from __future__ import annotations
 
@@ -118,6 +119,24 @@ def test_the_translation_checks() -> None:
     assert refusal(check, {"text": "a", "prefix": ["l'hiver"]}) == (
         422, """'prefix' must be a string, got a JSON array; send {"text": "winter is coming", "prefix": "l'hiver"}"""
     )
+
+
+@pytest.mark.parametrize(("beam", "largest_chunk"), [(1, 64), (4, 64), (32, 8)])
+def test_a_wide_beam_decodes_fewer_sentences_at_once(monkeypatch: pytest.MonkeyPatch, beam: int, largest_chunk: int) -> None:
+    from nlp import translate
+
+    chunks: list[int] = []
+
+    def hypotheses(translator: Any, sentences: list[str], decoding: translate.Decoding) -> list[list[translate.Translation]]:
+        chunks.append(len(sentences))
+        return [[translate.Translation(sentence.upper(), 0.0)] for sentence in sentences]
+
+    monkeypatch.setattr(translate, "hypotheses", hypotheses)
+    texts = [f"text {index}" for index in range(nlp_serve.MAX_TEXTS)]
+    request = nlp_serve.TextRequest(texts, translate.Decoding(beam), None, False)
+    [(found, _)] = nlp_serve.TranslatorHandler("unused.ckpt").predict([request])
+    assert max(chunks) == largest_chunk and sum(chunks) == len(texts)  # at most 256 hypotheses at once
+    assert [ranked[0].text for ranked in found] == [text.upper() for text in texts]  # in order
 
 
 def test_a_json_body_must_be_an_object() -> None:

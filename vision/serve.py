@@ -123,10 +123,12 @@ def form_payload(fields: Fields) -> dict[str, Any]:
         key: [base64.b64encode(value).decode() if isinstance(value, bytes) else value for name, value in fields if name == key]
         for key in (ONE, MANY)
     }
-    if len(encoded[ONE]) == 1:
-        payload[ONE] = encoded[ONE][0]
-    if encoded[MANY] or len(encoded[ONE]) > 1:
-        payload[MANY] = encoded[MANY] or encoded[ONE]
+    if encoded[MANY]:
+        payload[MANY] = encoded[MANY]
+        if encoded[ONE]:
+            payload[ONE] = encoded[ONE][0]  # both: refused by the check
+    elif encoded[ONE]:
+        payload.update({ONE: encoded[ONE][0]} if len(encoded[ONE]) == 1 else {MANY: encoded[ONE]})
     for name, value in fields:
         if name not in (ONE, MANY):
             number = name == "top_k" and isinstance(value, str) and value.isdecimal() and len(value) <= 9

@@ -36,6 +36,9 @@ ROUTE = "/predict"
 DEFAULT_TOP_K = 5  # as vision.predict
 MAX_IMAGES = 64  # per request, and per forward pass of a batch
 EXAMPLE = '{"image": "<base64 of an image file>", "top_k": 5}'
+# What the server decodes: the common image files, not every format Pillow knows (EPS runs
+# Ghostscript on what a client sends).
+FORMATS = ("PNG", "JPEG", "WEBP", "GIF", "BMP", "TIFF")
 ONE, MANY = "image", "images"
 KEYS = (ONE, MANY, "top_k")
 
@@ -90,19 +93,20 @@ def image_bytes(value: Any, name: str) -> bytes:
 
 
 def check_header(data: bytes, name: str) -> int:
-    """The pixels of an image, from its header; refuse one whose header Pillow cannot read or whose
-    size exceeds ``Image.MAX_IMAGE_PIXELS``. No pixel is decoded."""
+    """The pixels of an image, from its header; refuse one whose header Pillow cannot read as one
+    of :data:`FORMATS` or whose size exceeds ``Image.MAX_IMAGE_PIXELS``. No pixel is decoded."""
     from PIL import Image
 
     limit = Image.MAX_IMAGE_PIXELS
     try:
-        with Image.open(io.BytesIO(data)) as image:
+        with Image.open(io.BytesIO(data), formats=FORMATS) as image:
             width, height = image.size
     except Image.DecompressionBombError as error:  # over twice the limit: Pillow refuses from the header
         raise BadRequest(TOO_LARGE, f"{name} is too large to decode ({error}); send an image of at most {limit:,} pixels") from None
     except Exception as error:  # noqa: BLE001 - any failure to read a header is a file that is not an image
         raise BadRequest(
-            UNUSABLE, f"{name} is not an image file Pillow reads ({type(error).__name__}); send a PNG, JPEG, WebP, ... file"
+            UNUSABLE, f"{name} is not an image file of a format the server decodes ({type(error).__name__}); "
+            f"send a {', '.join(FORMATS[:-1])} or {FORMATS[-1]} file"
         ) from None
     if limit is not None and width * height > limit:
         raise BadRequest(
@@ -195,7 +199,7 @@ def decode_image(data: bytes, name: str) -> Image.Image:
     from vision.data.folder import read_image
 
     try:
-        return read_image(io.BytesIO(data))
+        return read_image(io.BytesIO(data), FORMATS)
     except Exception as error:  # noqa: BLE001 - a decoder's failure on any bytes is a bad file
         raise BadRequest(
             UNUSABLE, f"{name} cannot be decoded ({type(error).__name__}: {error}); send the whole image file"

@@ -72,6 +72,17 @@ def refusal(check: Any, payload: dict[str, Any]) -> tuple[int, str]:
 
 
 @pytest.mark.filterwarnings("ignore::PIL.Image.DecompressionBombWarning")  # Pillow warns of the image refused here
+def test_the_server_decodes_the_common_image_formats_only() -> None:
+    # An EPS header Pillow reads, whose pixels it would ask Ghostscript for.
+    eps = b"%!PS-Adobe-3.0 EPSF-3.0\n%%BoundingBox: 0 0 4 4\n0 0 moveto 4 4 lineto stroke\n%%EOF\n"
+    status, reason = refusal(vision_serve.check_request, {"image": base64.b64encode(eps).decode()})
+    assert status == 422 and "send a PNG, JPEG" in reason, reason
+    for form in ("PNG", "JPEG", "WEBP", "GIF", "BMP", "TIFF"):
+        encoded = io.BytesIO()
+        Image.new("RGB", (4, 4)).save(encoded, format=form)
+        assert vision_serve.check_request({"image": base64.b64encode(encoded.getvalue()).decode()}), form
+
+
 def test_the_vision_checks_read_headers_only() -> None:
     payload = {"images": [image_file(30, 20), image_file(8, 8, "L", "JPEG")], "top_k": 2}
     assert vision_serve.check_request(payload) is payload

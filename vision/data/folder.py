@@ -25,7 +25,7 @@ import os
 import time
 from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 import numpy as np
 import torch
@@ -52,9 +52,10 @@ MAX_SUBSTITUTES = 10  # unreadable images in a row replaced mid-epoch before the
 DECODE_CHUNK = 512  # images a loader process decodes per task (the check, or holding them in memory)
 
 
-def read_image(path: str | Path) -> Image.Image:
-    """An image file decoded as 8-bit RGB (:func:`vision.data.transforms.to_rgb`)."""
-    with Image.open(path) as image:
+def read_image(path: str | Path | BinaryIO, formats: tuple[str, ...] | None = None) -> Image.Image:
+    """An image file decoded as 8-bit RGB (:func:`vision.data.transforms.to_rgb`); ``formats``:
+    the Pillow formats it may be (None: any)."""
+    with Image.open(path, formats=formats) as image:
         image.load()
         return to_rgb(image)
 

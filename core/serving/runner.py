@@ -18,6 +18,7 @@ import os
 import signal
 import socket
 import threading
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
@@ -138,6 +139,23 @@ def serve(handler: Handler, path: str, route: Route, args: argparse.Namespace, m
         def _perform_graceful_shutdown(self, *args: Any, **kwargs: Any) -> None:
             self.stopping = True
             super()._perform_graceful_shutdown(*args, **kwargs)
+
+        def verify_worker_status(self) -> None:
+            """Wait for a worker to be ready, as LitServe does, but end when every worker has
+            failed to load the model or died loading it (killed for memory: LitServe would wait
+            forever), with one error line, the other workers stopped."""
+            from litserve.utils import WorkerSetupStatus
+
+            while not any(status == WorkerSetupStatus.READY for status in self.workers_setup_status.values()):
+                failed = any(status == WorkerSetupStatus.ERROR for status in self.workers_setup_status.values())
+                if failed or not any(worker.is_alive() for worker in self.inference_workers):
+                    for worker in self.inference_workers:
+                        worker.terminate()
+                    raise InputError(
+                        f"the inference workers could not load the model on {args.device} (the log above says why); "
+                        "pass fewer --workers, or another --device"
+                    )
+                time.sleep(0.05)
 
     api = BatchedAPI(handler, path, args.max_batch_size, args.batch_timeout)
     accelerator, devices = litserve_devices(args.device)

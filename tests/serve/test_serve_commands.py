@@ -1,9 +1,13 @@
 """The ``serve`` commands follow the convention of every command: ``--help`` and a bad option answer
 before torch is imported, and bad input (a missing or wrong checkpoint, a port in use, no
-LitServe) ends in one ``error:`` line and status 2, before any server starts."""
+LitServe) ends in one ``error:`` line and status 2, before any server starts, as do workers that
+cannot load the model."""
 
 from __future__ import annotations
 
+import argparse
+import os
+import signal
 import socket
 import subprocess
 import sys
@@ -12,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from core.errors import InputError
-from core.serving.runner import require_litserve
+from core.serving.runner import require_litserve, serve
 from tests.serve.server import free_port
 from tests.test_bad_inputs import ENV, ROOT
 from tests.test_commands import HEAVY, run_importing
@@ -121,3 +125,29 @@ def test_a_device_the_server_has_no_accelerator_for_is_a_usage_error(command: st
         importlib.import_module(command).main(["model.ckpt", "--device", "meta"])
     assert stopped.value.code == 2
     assert "--device: 'meta' is not one of the devices this command runs on: cpu, cuda, mps" in capsys.readouterr().err
+
+
+class WorkerThatCannotLoad:
+    """A handler whose model fails to load in the inference worker: it raises, or the worker is
+    killed loading it (as the kernel kills a process out of memory)."""
+
+    def __init__(self, killed: bool) -> None:
+        self.killed = killed
+
+    def setup(self, device: str) -> None:
+        if self.killed:
+            os.kill(os.getpid(), signal.SIGKILL)
+        raise RuntimeError("CUDA out of memory")
+
+
+@pytest.mark.slow  # starts an inference worker process
+@pytest.mark.parametrize("killed", [False, True], ids=["raises", "killed"])
+def test_workers_that_cannot_load_the_model_end_the_command_with_one_error_line(killed: bool) -> None:
+    from vision import serve as vision_serve
+
+    args = argparse.Namespace(
+        host="127.0.0.1", port=free_port(), workers=1, max_batch_size=1, batch_timeout=0.01,
+        max_body_bytes=1000, log_level="warning", device="cpu",
+    )
+    with pytest.raises(InputError, match="the inference workers could not load the model on cpu"):
+        serve(WorkerThatCannotLoad(killed), vision_serve.ROUTE, vision_serve.route(), args, {})

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING
 
 from core.commands.arguments import ArgumentParser, add_device_option, positive_int, readable_text
 from core.commands.exit import command
+from core.errors import InputError
 
 if TYPE_CHECKING:
     from vision.module import ImageClassifier
@@ -70,14 +71,24 @@ def write_text(results: Iterator[tuple[str, Ranked]]) -> None:
 
 def write_json(checkpoint: str, results: Iterator[tuple[str, Ranked]]) -> None:
     """One object ``{"checkpoint", "results": [{"image", "predictions": [{"class", "probability"}]}]}``,
-    written one result at a time from the first one on (so nothing is printed when the first
-    batch fails); the object is complete when the command ends."""
+    written one result at a time from the first one on; :func:`main` has decoded every image
+    once before, so the object is complete when the command ends."""
     for index, (path, ranked) in enumerate(results):
         result = {"image": path, "predictions": [{"class": name, "probability": p} for name, p in ranked]}
         opening = f'{{"checkpoint": {json.dumps(checkpoint)}, "results": [' if index == 0 else ","
         sys.stdout.write(f"{opening}\n  {json.dumps(result)}")
         sys.stdout.flush()
     sys.stdout.write("\n]}\n")
+
+
+def require_readable(paths: list[str]) -> None:
+    """Refuse the first of ``paths`` that does not decode as an image (a JPEG is decoded at an
+    eighth of its size: :func:`vision.data.folder.unreadable_reason`)."""
+    from vision.data.folder import unreadable_reason
+
+    for path in paths:
+        if (reason := unreadable_reason(path)) is not None:
+            raise InputError(f"{path} is not a readable image ({reason}); pass a file Pillow can open")
 
 
 @command
@@ -87,6 +98,8 @@ def main(argv: list[str] | None = None) -> None:
     missing = next((path for path in args.images if not Path(path).is_file()), None)
     if missing is not None:  # before any work, not after printing half the results
         raise FileNotFoundError(f"image {missing} does not exist (or is not a file); check the path")
+    if args.json:  # every image decoded once first: an unreadable one would cut the object short
+        require_readable(args.images)
     from vision.module import load_classifier  # torch, timm and Lightning load after the arguments are read
 
     classifier = load_classifier(args.checkpoint, args.device)

@@ -147,6 +147,19 @@ def test_predict_streams_the_images_in_batches_in_order(
             assert a["probability"] == pytest.approx(b["probability"], abs=1e-6)
 
 
+def test_predict_json_refuses_an_unreadable_image_before_printing_any_result(
+    checkpoint: str, tmp_path: Path, capsys: pytest.CaptureFixture
+) -> None:
+    good, cut = tmp_path / "good.png", tmp_path / "cut.png"
+    write_image(good)
+    cut.write_bytes(good.read_bytes()[:-40])  # its header reads, its pixels do not
+    with pytest.raises(SystemExit) as exit_info:
+        predict.main([checkpoint, str(good), str(cut), "--batch-size", "1", "--json", "--device", "cpu"])
+    captured = capsys.readouterr()
+    assert exit_info.value.code == 2 and captured.out == ""  # not half an object
+    assert captured.err.startswith(f"error: {cut} is not a readable image"), captured.err
+
+
 @pytest.mark.parametrize("command", [predict, explain])
 @pytest.mark.parametrize("bad", ["truncated checkpoint", "garbage checkpoint", "missing image", "text as image"])
 def test_bad_input_is_one_error_line_naming_it(

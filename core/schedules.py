@@ -32,12 +32,15 @@ class BudgetedSchedule:
         self.warmup_steps = warmup_steps
         self.total_steps = total_steps
 
-    def plan(self, total_steps: int, max_warmup_fraction: float) -> bool:
+    def plan(self, total_steps: int, max_warmup_fraction: float, step: int = 0) -> bool:
         """Lay the schedule over ``total_steps`` steps with the warmup capped to
-        ``max_warmup_fraction`` of them; returns whether the requested warmup was shortened."""
+        ``max_warmup_fraction`` of them; returns whether the requested warmup was shortened.
+
+        ``step`` is the step the run is at when a time budget refines its plan: a warmup already
+        over stays over, or a longer plan would take the rate back into its warmup."""
         self.total_steps = max(1, int(total_steps))
-        cap = math.floor(max_warmup_fraction * self.total_steps)
-        self.warmup_steps = min(self.requested_warmup, cap)
+        warmup = min(self.requested_warmup, math.floor(max_warmup_fraction * self.total_steps))
+        self.warmup_steps = warmup if step < self.warmup_steps else min(warmup, self.warmup_steps)
         return self.warmup_steps < self.requested_warmup
 
     def warmup(self, step: int) -> float:

@@ -47,6 +47,16 @@ def test_plan_caps_the_warmup_to_a_fraction_of_the_planned_steps() -> None:
     assert schedule.warmup_steps == 100
 
 
+@pytest.mark.parametrize("schedule", [core.WarmupCosine(1000, None), core.InverseSqrt(1000)], ids=["cosine", "inverse sqrt"])
+def test_a_longer_plan_does_not_take_the_rate_back_into_a_warmup_that_is_over(schedule: core.BudgetedSchedule) -> None:
+    schedule.plan(100, max_warmup_fraction=0.3, step=20)  # warmup 30
+    assert schedule(40) > 0.9
+    schedule.plan(200, max_warmup_fraction=0.3, step=40)  # a time budget's estimate grew: 30% is 60 steps now
+    assert schedule.warmup_steps == 30 and schedule(40) > 0.9  # not 41 / 60 of the peak
+    schedule.plan(200, max_warmup_fraction=0.3, step=10)  # inside the warmup, it follows the plan
+    assert schedule.warmup_steps == 60
+
+
 def test_inverse_sqrt_cooldown_ends_at_the_budget() -> None:
     warmup, total = 40, 1000
     schedule = core.InverseSqrt(warmup, total_steps=total, cooldown_fraction=0.2)

@@ -279,7 +279,9 @@ class TrainingBudget(pl.Callback):
         if not math.isfinite(steps):
             return
         planned = int(steps)
-        shortened = [schedule for schedule in self.schedules if schedule.plan(planned, self.max_warmup_fraction)]
+        shortened = [
+            schedule for schedule in self.schedules if schedule.plan(planned, self.max_warmup_fraction, trainer.global_step)
+        ]
         for scheduler in self.schedulers:  # the rate in force now follows the new plan
             rates = [base * schedule(scheduler.last_epoch) for base, schedule in zip(scheduler.base_lrs, scheduler.lr_lambdas)]
             for group, rate in zip(scheduler.optimizer.param_groups, rates):

@@ -29,6 +29,7 @@ from core.serving.runner import add_server_options, require_free_port, require_l
 
 if TYPE_CHECKING:
     from PIL import Image
+    from torch import Tensor
 
     from core.serving.gate import Fields, Route
 
@@ -145,9 +146,11 @@ def form_payload(fields: Fields) -> dict[str, Any]:
 
 @dataclass
 class ImageRequest:
-    """A decoded request: its images, how many classes to answer, and whether it sent one image."""
+    """A decoded request: its images as the classifier takes them ([3, H, W] each, the full-size
+    image not kept while the batch gathers), how many classes to answer, and whether it sent one
+    image."""
 
-    images: list[Image.Image]
+    images: list[Tensor]
     top_k: int
     single: bool
 
@@ -159,27 +162,37 @@ class ClassifierHandler:
     def __init__(self, checkpoint: str) -> None:
         self.checkpoint = checkpoint
         self.classifier: Any = None
+        self.transform: Any = None
 
     def setup(self, device: str) -> None:
-        from vision.inference import load_classifier
+        from vision.inference import image_transform, load_classifier
 
         self.classifier = load_classifier(self.checkpoint, device)
+        self.transform = image_transform(self.classifier)
 
     def decode(self, payload: dict[str, Any]) -> ImageRequest:
+        """The request's images decoded and preprocessed as ``vision.predict`` does
+        (:func:`vision.inference.image_transform`), one at a time."""
         images, single = ([payload[ONE]], True) if ONE in payload else (payload[MANY], False)
-        decoded = [decode_image(base64.b64decode(value), item_name(ONE, MANY, i, single)) for i, value in enumerate(images)]
-        return ImageRequest(decoded, payload.get("top_k", DEFAULT_TOP_K), single)
+        preprocessed = [
+            self.transform(decode_image(base64.b64decode(value), item_name(ONE, MANY, i, single)))
+            for i, value in enumerate(images)
+        ]
+        return ImageRequest(preprocessed, payload.get("top_k", DEFAULT_TOP_K), single)
 
     def predict(self, requests: list[ImageRequest]) -> list[tuple[list[Ranked], bool]]:
-        """The top-k classes of every image of every request: preprocessed and ranked by
-        :mod:`vision.inference` as ``vision.predict`` does, :data:`MAX_IMAGES` at a time."""
-        from vision.inference import preprocess, top_k
+        """The top-k classes of every image of every request, ranked by
+        :func:`vision.inference.top_k` as ``vision.predict`` does, :data:`MAX_IMAGES` at a time."""
+        import torch
+
+        from vision.inference import top_k
 
         images = [image for request in requests for image in request.images]
         k = max(request.top_k for request in requests)
         ranked: list[Ranked] = []
         for start in range(0, len(images), MAX_IMAGES):
-            ranked += top_k(self.classifier, preprocess(self.classifier, images[start : start + MAX_IMAGES]), k)
+            batch = torch.stack(images[start : start + MAX_IMAGES]).to(self.classifier.device)  # (B, 3, H, W)
+            ranked += top_k(self.classifier, batch, k)
         outputs, start = [], 0
         for request in requests:
             mine = ranked[start : start + len(request.images)]

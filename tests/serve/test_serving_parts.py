@@ -7,6 +7,7 @@ from __future__ import annotations
 import base64
 import functools
 import io
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -81,6 +82,26 @@ def test_the_server_decodes_the_common_image_formats_only() -> None:
         encoded = io.BytesIO()
         Image.new("RGB", (4, 4)).save(encoded, format=form)
         assert vision_serve.check_request({"image": base64.b64encode(encoded.getvalue()).decode()}), form
+
+
+def test_the_classifier_server_keeps_each_image_at_the_models_size_and_ranks_as_vision_predict(
+    classifier_checkpoint: Path, tmp_path: Path
+) -> None:
+    from vision.inference import load_classifier, load_image, preprocess, top_k
+
+    large = io.BytesIO()
+    Image.new("RGB", (640, 480), (200, 30, 90)).save(large, format="PNG")
+    (tmp_path / "large.png").write_bytes(large.getvalue())
+    handler = vision_serve.ClassifierHandler(str(classifier_checkpoint))
+    handler.setup("cpu")
+    request = handler.decode({"image": base64.b64encode(large.getvalue()).decode(), "top_k": 3})
+    size = handler.classifier.hparams.img_size
+    assert [tuple(image.shape) for image in request.images] == [(3, size, size)]  # not the 640 x 480 image
+    [(ranked, single)] = handler.predict([request])
+    classifier = load_classifier(str(classifier_checkpoint), "cpu")
+    expected = top_k(classifier, preprocess(classifier, [load_image(tmp_path / "large.png")]), 3)
+    assert single and [name for name, _ in ranked[0]] == [name for name, _ in expected[0]]
+    assert [p for _, p in ranked[0]] == pytest.approx([p for _, p in expected[0]], rel=1e-5, abs=1e-7)
 
 
 def test_the_vision_checks_read_headers_only() -> None:

@@ -163,3 +163,12 @@ def test_the_stepping_bound_of_epochs_without_a_length_is_none(estimate: float, 
     trainer = SimpleNamespace(callbacks=[TrainingBudget(0.1)], max_epochs=3, train_dataloader=object(),
                               estimated_stepping_batches=estimate)
     assert stepping_bound(trainer) == bound
+
+
+@pytest.mark.parametrize("fraction", [1.0, -0.1])
+def test_a_warmup_cap_that_leaves_no_decay_is_refused(tmp_path: Path, fraction: float) -> None:
+    # A warmup as long as the plan would never decay: the rate would end the run at its peak.
+    with pytest.raises(InputError, match=r"budget.max_warmup_fraction must be a number in \[0, 1\)"):
+        train(tiny_config(tmp_path, f"budget.max_warmup_fraction={fraction}"))
+    with pytest.raises(ValueError, match=r"budget.max_warmup_fraction must be a number in \[0, 1\)"):
+        TrainingBudget(max_warmup_fraction=fraction)

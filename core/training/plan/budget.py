@@ -29,7 +29,7 @@ from lightning.pytorch.callbacks import Timer
 from omegaconf import DictConfig, open_dict
 from torch.optim.lr_scheduler import LambdaLR
 
-from core.constraints import PROBABILITY
+from core.constraints import FRACTION
 from core.errors import InputError
 from core.schedules import BudgetedSchedule
 
@@ -178,7 +178,7 @@ class TrainingBudget(pl.Callback):
     """
 
     def __init__(self, max_warmup_fraction: float, measure_steps: int = 3, refine_every_n_steps: int = 10) -> None:
-        PROBABILITY.require(max_warmup_fraction, "budget.max_warmup_fraction")
+        FRACTION.require(max_warmup_fraction, "budget.max_warmup_fraction")
         self.max_warmup_fraction = max_warmup_fraction
         self.measure_steps = max(1, measure_steps)
         self.refine_every_n_steps = max(1, refine_every_n_steps)

@@ -21,6 +21,10 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         default=Path("attention.png"),
         help="PNG file to write; .png is added to a name without a suffix (default attention.png)",
     )
+    parser.add_argument(
+        "--flip-tta", action="store_true",
+        help="name the class vision.predict --flip-tta gives (logits averaged with the mirror image's); the maps are the image's",
+    )
     add_device_option(parser)
     return parser.parse_args(argv)
 
@@ -30,15 +34,20 @@ def main(argv: list[str] | None = None) -> None:
     """Write the attention maps of one image to ``--out`` and print the path written."""
     args = parse_args(argv)
     # torch, timm, Lightning and matplotlib load after the arguments are read
+    import torch
+
     from vision.inference import load_image, preprocess
     from vision.module import load_classifier
     from vision.analysis.rollout import explain
     from vision.analysis.rollout_figure import draw, unnormalize
 
     classifier = load_classifier(args.checkpoint, args.device)
+    if args.flip_tta:
+        classifier.hparams.flip_tta = True
     batch = preprocess(classifier, [load_image(args.image)])
-    logits, rollout, layers = explain(classifier.net, batch)
-    probability, index = logits.softmax(dim=-1)[0].max(dim=0)
+    _, rollout, layers = explain(classifier.net, batch)
+    with torch.no_grad():  # the class vision.predict names: mirror-averaged under the checkpoint's flip_tta too
+        probability, index = classifier.classify(batch).softmax(dim=-1)[0].max(dim=0)
     name = classifier.hparams.class_names[int(index)]
     kind = {"cls": "class token", "mean": "mean-pooled", "seq": "sequence-pooled"}[classifier.net.pool]
     title = f"{Path(args.image).name}: {name} ({float(probability):.1%}); per-layer maps: {kind} attention"

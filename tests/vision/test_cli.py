@@ -111,6 +111,22 @@ def test_explain_prints_the_png_it_wrote(
         assert picture.format == "PNG" and picture.size[0] > 500 and picture.size[1] > 300
 
 
+def test_explain_names_the_class_vision_predict_gives_with_and_without_flip_tta(
+    checkpoint: str, tmp_path: Path, capsys: pytest.CaptureFixture, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from vision.analysis import rollout_figure
+
+    image = str(write_image(tmp_path / "a.png"))
+    titles: list[str] = []
+    monkeypatch.setattr(rollout_figure, "draw", lambda image, rollout, layers, title, out: titles.append(title))
+    for flags in ([], ["--flip-tta"]):
+        predict.main([checkpoint, image, "--top-k", "1", "--json", *flags])
+        (best,) = json.loads(capsys.readouterr().out)["results"][0]["predictions"]
+        explain.main([checkpoint, image, "--out", str(tmp_path / "map.png"), *flags])
+        capsys.readouterr()
+        assert titles[-1].startswith(f"a.png: {best['class']} ({best['probability']:.1%})"), (titles[-1], best)
+
+
 def test_importing_explain_keeps_the_plotting_backend() -> None:
     before = matplotlib.get_backend()
     try:

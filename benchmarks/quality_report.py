@@ -37,6 +37,7 @@ enters both runs.
 from __future__ import annotations
 
 import argparse
+import math
 import statistics
 import sys
 import textwrap
@@ -767,6 +768,12 @@ def defaults_table(
     return text
 
 
+def times(multiple: float) -> str:
+    """A multiple as the lead as budget writes it: cut, never rounded up, to two decimals (30 / 8
+    is 3.75, 10 / 3 is 3.33, 4 is 4)."""
+    return f"{math.floor(multiple * 100) / 100:g}"
+
+
 def budget_multiples(figures: Mapping[tuple, Cell], ours: str, loop: str) -> str:
     """The lead as budget, one line per data set where it shows: the largest multiple ``L / D`` of
     a budget ``D`` of ``ours`` whose figure the loop stays under at a larger budget ``L`` of the
@@ -787,7 +794,7 @@ def budget_multiples(figures: Mapping[tuple, Cell], ours: str, loop: str) -> str
         other = "" if same_machine(mine, theirs) else ON_ANOTHER_MACHINE
         lines.append(
             f"- {data}: the loop at {budget_words(longer)}, {theirs.mean:.1f}, under the defaults at "
-            f"{budget_words(budget)}, {mine.mean:.1f}: more than {multiple:.1f} times the {budget[0]}{other}"
+            f"{budget_words(budget)}, {mine.mean:.1f}: more than {times(multiple)} times the {budget[0]}{other}"
         )
     return "\n".join(lines) or "(no data set has the loop at a larger budget under the defaults)"
 
@@ -803,15 +810,20 @@ class Effect:
     base: Cell
     lever: Cell
 
-    def words(self, gain: bool = False) -> str:
+    def words(self, gain: bool = False, named: bool = False) -> str:
         """``glyphs, 3 epochs: LEVER against BASE (LEVER - BASE)``: the lever's figure first, then
         the defaults' it changes; with ``gain``, the other way round. A pair whose runs did not all
-        run on one machine says so (``, on another machine`` after the difference)."""
+        run on one machine says so (``, on another machine`` after the difference); ``named``
+        names defaults that are not today's (``, the earlier defaults (...)``)."""
         first, second = (self.base, self.lever) if gain else (self.lever, self.base)
         seeds = f", {self.base.seeds} seeds" if self.base.seeds > 1 else ""
         other = "" if same_machine(first, second) else ON_ANOTHER_MACHINE
+        recipe = f", {recipe_words(self.against)}" if named and self.against not in (DEFAULTS, NMT_DEFAULTS) else ""
         difference = f"{first.mean - second.mean:+.1f}"  # on the seeds both have: effects() pairs them
-        return f"{self.data}, {budget_words(self.budget)}{seeds}: {first.mean:.1f} against {second.mean:.1f} ({difference}{other})"
+        return (
+            f"{self.data}, {budget_words(self.budget)}{seeds}: {first.mean:.1f} against {second.mean:.1f} "
+            f"({difference}{other}{recipe})"
+        )
 
 
 def effects(runs: Iterable[Run], every: Iterable[Run]) -> dict[str, list[Effect]]:
@@ -1096,7 +1108,10 @@ and the difference). None of them is a default.
 ## Translation
 
 Test BLEU, `nlp.train model=transformer_mini` against a plain `torch.nn.Transformer` loop given
-the same minutes. What was tried for the translation defaults, and why they are what they are:
+the same minutes, each scored as its user gets it: the defaults' figure is the test of `nlp.train`,
+beam search (beam 4, length penalty 0.6) on the checkpoint of the lowest validation loss; the
+loop's is greedy decoding of its last weights, as a plain loop decodes. The lead includes what the
+beam and the checkpoint choice add. What was tried for the translation defaults, and why they are what they are:
 [Decisions](decisions.md#translation).
 
 ![Test BLEU against minutes](figures/translation_quality.png)

@@ -155,7 +155,7 @@ def gain(results: Results, override: str) -> str:
 
 
 def gains(results: Results, override: str, head: str = "", against: str = "") -> str:
-    return "; ".join(effect.words(gain=True) for effect in lever_effects(results, override, head, against))
+    return "; ".join(effect.words(gain=True, named=True) for effect in lever_effects(results, override, head, against))
 
 
 def speedups(results: Results, override: str, against: str = "") -> str:

@@ -409,11 +409,11 @@ def test_the_lead_as_budget_is_the_largest_multiple_of_budget_the_loop_stays_und
     }
     assert quality_report.budget_multiples(figures, NMT_DEFAULTS, NMT_LOOP) == (
         "- a: the loop at 120 minutes, 29.0, under the defaults at 30 minutes, 30.0: "
-        "more than 4.0 times the minutes, on another machine"
+        "more than 4 times the minutes, on another machine"
     )
     del figures[("a", ("minutes", 120.0), NMT_LOOP)]
     assert quality_report.budget_multiples(figures, NMT_DEFAULTS, NMT_LOOP) == (
-        "- a: the loop at 30 minutes, 21.0, under the defaults at 8 minutes, 26.0: more than 3.8 times the minutes"
+        "- a: the loop at 30 minutes, 21.0, under the defaults at 8 minutes, 26.0: more than 3.75 times the minutes"  # 30 / 8, not rounded up to 3.8
     )
     del figures[("a", ("minutes", 30.0), NMT_LOOP)]
     assert quality_report.budget_multiples(figures, NMT_DEFAULTS, NMT_LOOP).startswith("(no data set")

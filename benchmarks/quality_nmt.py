@@ -86,6 +86,7 @@ QUICK_OVERRIDES = ("model=transformer_tiny", "data.vocab_size=300", "trainer.num
 # at 8 and 30 minutes on a CPU (its batch_rule line in the run's log), fixed, since a budget of
 # steps has no tokens of its own to size the batch from.
 STEP_BATCH_TOKENS = 1024
+DEFAULT_SEED = 42  # conf/nlp.yaml's seed: the CLI's rows without --seed
 
 
 @dataclass(frozen=True)
@@ -393,8 +394,9 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
         "--quick", action="store_true", help="transformer_tiny, a few seconds each: checks the script runs"
     )
     args = parser.parse_args(argv)
-    if args.seed is not None and args.seed < 1:
-        parser.error("--seed must be positive (without it, the defaults' seeds)")
+    if args.seed is not None and (args.seed < 1 or args.seed == DEFAULT_SEED):
+        # Rows without a seed are the defaults' seeds (the config's 42): a row of 42 would count them twice.
+        parser.error(f"--seed must be positive and not {DEFAULT_SEED}, the config's seed (without it, the defaults' seeds)")
     if args.steps and "loop" in args.contenders:
         parser.error("--steps bounds the CLI's runs only; add --contenders cli")
     if args.quick and not args.steps:

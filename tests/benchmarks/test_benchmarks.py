@@ -246,6 +246,9 @@ def test_quality_nmt_runs_the_cli_and_the_plain_loop_side_by_side(
     with pytest.raises(SystemExit) as refused:
         quality_nmt.main([*argv, "--corpus", "gettext-en-de", "--steps", "3"])  # the loop has no budget of steps
     assert refused.value.code == 2
+    with pytest.raises(SystemExit) as refused:  # the config's own seed: rows without a seed are its
+        quality_nmt.main([*argv, "--corpus", "gettext-en-de", "--contenders", "cli", "--seed", str(quality_nmt.DEFAULT_SEED)])
+    assert refused.value.code == 2
     record = json.loads((tmp_path / "runs" / "corpora" / "long-many-en" / "build.json").read_text())
     assert record["languages"] == ["de", "es"] and record["counts"]["train"] == built["settings"]["corpora"]["long-many-en"]["pairs"]["train"]
     assert f"data.train={tmp_path / 'runs' / 'corpora' / 'long-many-en' / 'train.tsv'}" in built["settings"]["corpora"]["long-many-en"]["overrides"]

@@ -171,7 +171,8 @@ class TranslationDataModule(BudgetedDataModule):
             catalogs = sorted((Path(self.locale_dir) / lang / "LC_MESSAGES").glob("*.mo"))
             inputs.update(locale_dir=self.locale_dir, join_words=self.join_words, catalogs=[file_stamp(c) for c in catalogs])
         elif self.corpus == "hf":
-            inputs.update(dataset=self.dataset, config=self.dataset_config, splits=self.splits, limit=self.max_train_pairs)
+            # Its own key: "splits" names the selected ones (evaluation), and each selection is a cache of its own.
+            inputs.update(dataset=self.dataset, config=self.dataset_config, hf_splits=self.splits, limit=self.max_train_pairs)
         else:
             inputs["pairs"] = TOY_PAIRS
         return inputs

@@ -142,6 +142,27 @@ def test_prepare_data_downloads_and_encodes_once_and_setup_reads_no_text(
     TranslationDataModule(**options, cache_dir=str(tmp_path / "prepared")).prepare_data()
 
 
+def test_each_selected_split_of_a_hugging_face_dataset_is_a_cache_of_its_own(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import datasets
+
+    monkeypatch.setattr(datasets.config, "HF_DATASETS_CACHE", tmp_path / "cache")
+    for split in ("train", "validation", "test"):
+        write_lines(tmp_path / "corpus" / f"{split}.jsonl", [json.dumps({"de": f"ein Haus {split}", "en": f"a house {split}"})])
+    options = dict(corpus="hf", dataset=str(tmp_path / "corpus"), vocab_size=300, min_frequency=1, cache_dir=str(tmp_path / "prepared"))
+    trained = TranslationDataModule(**options)
+    trained.setup("fit")
+    tokenizer = tmp_path / "tokenizer.json"
+    trained.tokenizer.save(tokenizer)
+    for split in ("test", "val", "train"):  # as nlp.evaluate split=... runs one after another
+        data = TranslationDataModule(**options, tokenizer_path=str(tokenizer))
+        data.select_split(split)
+        data.setup("test")
+        assert list(data.examples) == [split]
+        assert data.tokenizer.decode(data.examples[split][0][1]).endswith({"val": "validation"}.get(split, split))
+
+
 def test_missing_hugging_face_dataset_offline_is_a_clear_error() -> None:
     # tests/conftest.py puts the Hugging Face libraries in offline mode.
     with pytest.raises(InputError, match="downloaded on first use.*data=files"):

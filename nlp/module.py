@@ -389,18 +389,22 @@ class TranslationModule(FollowsThePlan, pl.LightningModule):
 
     def on_load_checkpoint(self, checkpoint: dict[str, Any]) -> None:
         """Refuse to resume with token ids that mean something else than in the checkpoint; put
-        back the auto dropout and label smoothing in force when it was written."""
+        back the auto dropout and label smoothing in force when it was written, each where this
+        run leaves it at ``auto`` (a rate set on the command line of the resumed run is kept)."""
         saved = checkpoint.get("hyper_parameters", {}).get("tokenizer")
         if saved is not None and saved != self.hparams.tokenizer:
-            raise ValueError(
+            raise InputError(
                 "the checkpoint was trained with another tokenizer than the one built from this run's "
                 "data; resume with the same data settings, or reuse the run's tokenizer with "
                 "data.tokenizer_path=<run>/checkpoints/tokenizer.json"
             )
         in_force = checkpoint.get(AUTO_REGULARIZATION, {})
-        self.auto_dropout, self.auto_smoothing = in_force.get("dropout"), in_force.get("label_smoothing")
-        if self.auto_dropout is not None:
-            self.set_dropout(self.auto_dropout)
+        if self.hparams.model.get("dropout") == AUTO:
+            self.auto_dropout = in_force.get("dropout")
+            if self.auto_dropout is not None:
+                self.set_dropout(self.auto_dropout)
+        if self.hparams.label_smoothing == AUTO:
+            self.auto_smoothing = in_force.get("label_smoothing")
 
     def configure_optimizers(self) -> dict[str, Any]:
         """Adam (Section 5.3) with the inverse-square-root warmup, stepped every optimizer step and

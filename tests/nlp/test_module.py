@@ -10,6 +10,7 @@ import lightning.pytorch as pl
 import pytest
 import torch
 
+from core.errors import InputError
 from core.training.runner import train
 from nlp.module import TranslationModule
 from nlp.data.tokenizer import SubwordTokenizer
@@ -132,8 +133,19 @@ def test_resuming_with_another_tokenizer_is_refused(module: TranslationModule) -
 
     other = train_tokenizer(["a completely different corpus"], vocab_size=300, min_frequency=1).to_json()
     module.on_load_checkpoint({"hyper_parameters": {**module.hparams, "tokenizer": module.hparams.tokenizer}})
-    with pytest.raises(ValueError, match="data.tokenizer_path=<run>/checkpoints/tokenizer.json"):
+    with pytest.raises(InputError, match="data.tokenizer_path=<run>/checkpoints/tokenizer.json"):
         module.on_load_checkpoint({"hyper_parameters": {**module.hparams, "tokenizer": other}})
+
+
+@pytest.mark.parametrize("dropout", ["auto", 0.3])
+def test_a_resumed_run_takes_the_auto_dropout_in_force_only_where_it_leaves_dropout_at_auto(
+    toy_tokenizer: SubwordTokenizer, dropout: str | float
+) -> None:
+    resumed = TranslationModule(model={**TINY, "dropout": dropout}, tokenizer=toy_tokenizer.to_json(), label_smoothing=0.2)
+    resumed.on_load_checkpoint({"auto_regularization": {"dropout": 0.0, "label_smoothing": 0.05}})
+    rates = {layer.p for layer in resumed.net.modules() if isinstance(layer, torch.nn.Dropout)}
+    assert rates == ({0.0} if dropout == "auto" else {0.3})  # a rate set on the resumed run's command line stays
+    assert resumed.auto_smoothing is None  # label_smoothing=0.2 is not auto: the checkpoint's 0.05 is not taken
 
 
 @pytest.mark.parametrize(

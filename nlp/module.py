@@ -43,6 +43,12 @@ FREE_SETTINGS = ("dropout", "attn_dropout", "activation_dropout", "word_dropout"
 AUTO_REGULARIZATION = "auto_regularization"  # the checkpoint's key of the auto dropout and label smoothing in force
 
 
+def totals_dtype(device: torch.device) -> torch.dtype:
+    """The dtype an epoch's summed losses and token counts are kept in on ``device``: float64,
+    exact over millions of tokens, but float32 on Apple's GPUs (MPS), which have no float64."""
+    return torch.float32 if device.type == "mps" else torch.float64
+
+
 class TranslationModule(FollowsThePlan, pl.LightningModule):
     """Label-smoothed cross entropy (Section 5.4), Adam with beta2 = 0.98 and eps = 1e-9 and the
     inverse-square-root warmup schedule (Section 5.3); BLEU and chrF of detokenized output with
@@ -295,7 +301,7 @@ class TranslationModule(FollowsThePlan, pl.LightningModule):
         logits, targets = self.predictions(batch)
         loss, nll = self.evaluation_losses(logits.detach(), targets)
         self.log(f"{stage}/loss", loss, prog_bar=True, batch_size=len(targets), sync_dist=True)
-        nll = nll.double()
+        nll = nll.to(totals_dtype(nll.device))
         totals = torch.stack([nll, nll.new_tensor(len(targets))])  # (2,): summed nll, tokens
         self.nll_totals[stage] = self.nll_totals.get(stage, 0) + totals
         if decode:

@@ -167,3 +167,10 @@ def test_bleu_every_n_epochs_and_at_the_last_validation(
         validations = [row for row in csv.DictReader(handle) if row["val/loss"]]
     assert [bool(row["val/bleu"]) for row in validations] == scored
     assert "val/bleu" in json.loads((tmp_path / "metrics.json").read_text())
+
+
+def test_the_epoch_totals_are_float64_but_on_apples_gpus() -> None:
+    from nlp.module import totals_dtype
+
+    assert totals_dtype(torch.device("cpu")) == totals_dtype(torch.device("cuda", 0)) == torch.float64
+    assert totals_dtype(torch.device("mps")) == torch.float32  # MPS has no float64

@@ -95,19 +95,24 @@ def test_the_table_is_written_as_each_job_ends_so_a_sweep_a_failed_job_stops_kee
         assert [(row["val/acc"], row["diverged"]) for row in csv.DictReader(file)] == [("0.5", ""), ("", "True")]
 
 
-@pytest.mark.slow
-def test_a_vision_search_runs_its_trials_and_writes_the_best_and_the_table(tmp_path: Path) -> None:
+def vision_search(tmp_path: Path, *overrides: str) -> tuple[str, Path, list[dict[str, str]]]:
+    """``python -m vision.train hparams_search=vision_optuna`` on the tiny run with ``overrides``:
+    its output, its sweep directory and the rows of its ``trials.csv``."""
     pytest.importorskip("hydra_plugins.hydra_optuna_sweeper")
     sweep_dir = tmp_path / "sweep"
     output = run_command(
-        "vision.train", "hparams_search=vision_optuna", *TINY_VISION_RUN, "trainer.max_steps=2", "logger=csv",
-        "hydra.sweeper.n_trials=3", f"hydra.sweep.dir={sweep_dir}",
+        "vision.train", "hparams_search=vision_optuna", *TINY_VISION_RUN, "logger=csv", *overrides, f"hydra.sweep.dir={sweep_dir}"
     )
+    with (sweep_dir / "trials.csv").open() as file:
+        return output, sweep_dir, list(csv.DictReader(file))
+
+
+@pytest.mark.slow
+def test_a_vision_search_runs_its_trials_and_writes_the_best_and_the_table(tmp_path: Path) -> None:
+    output, sweep_dir, trials = vision_search(tmp_path, "trainer.max_steps=2", "hydra.sweeper.n_trials=3")
     assert output.count("Study name: vision") == 1 and "A new study created" not in output  # said once, by the sweeper
     assert sorted(path.name for path in sweep_dir.iterdir() if path.is_dir()) == ["0", "1", "2"]
     results = yaml.safe_load((sweep_dir / "optimization_results.yaml").read_text())
-    with (sweep_dir / "trials.csv").open() as file:
-        trials = list(csv.DictReader(file))
     assert [trial["job"] for trial in trials] == ["0", "1", "2"]
     # model.drop_path=0.0 of the command line takes it out of the search: fixed in every trial, no column.
     searched = {"module.lr", "module.weight_decay", "module.label_smoothing"}
@@ -124,15 +129,10 @@ def test_a_vision_search_runs_its_trials_and_writes_the_best_and_the_table(tmp_p
 
 @pytest.mark.slow
 def test_a_trial_that_diverges_is_recorded_and_the_search_goes_on(tmp_path: Path) -> None:
-    pytest.importorskip("hydra_plugins.hydra_optuna_sweeper")
-    sweep_dir = tmp_path / "sweep"
-    run_command(
-        "vision.train", "hparams_search=vision_optuna", *TINY_VISION_RUN, "trainer.max_steps=4", "logger=csv",
-        "module.lr=choice(0.002, 1e9)", "callbacks.divergence.max_rewinds=0",  # 1e9 diverges at once
-        "hydra.sweeper.n_trials=4", f"hydra.sweep.dir={sweep_dir}",
+    _, sweep_dir, trials = vision_search(
+        tmp_path, "trainer.max_steps=4", "module.lr=choice(0.002, 1e9)", "callbacks.divergence.max_rewinds=0",  # 1e9 diverges at once
+        "hydra.sweeper.n_trials=4",
     )
-    with (sweep_dir / "trials.csv").open() as file:
-        trials = list(csv.DictReader(file))
     assert len(trials) == 4
     diverged = [trial for trial in trials if trial["diverged"] == "True"]
     assert diverged and all(float(trial["module.lr"]) == 1e9 and trial["val/acc"] == "" for trial in diverged)
@@ -143,15 +143,10 @@ def test_a_trial_that_diverges_is_recorded_and_the_search_goes_on(tmp_path: Path
 
 @pytest.mark.slow
 def test_a_trial_whose_settings_are_refused_is_recorded_and_the_search_goes_on(tmp_path: Path) -> None:
-    pytest.importorskip("hydra_plugins.hydra_optuna_sweeper")
-    sweep_dir = tmp_path / "sweep"
-    output = run_command(
-        "vision.train", "hparams_search=vision_optuna", *TINY_VISION_RUN, "trainer.max_steps=2", "logger=csv",
-        "module.label_smoothing=choice(0.1, 1.5)",  # 1.5 is refused by the config check
-        "hydra.sweeper.n_trials=4", f"hydra.sweep.dir={sweep_dir}",
+    output, _, trials = vision_search(
+        tmp_path, "trainer.max_steps=2", "module.label_smoothing=choice(0.1, 1.5)",  # 1.5 is refused by the config check
+        "hydra.sweeper.n_trials=4",
     )
-    with (sweep_dir / "trials.csv").open() as file:
-        trials = list(csv.DictReader(file))
     assert len(trials) == 4, output
     refused = [trial for trial in trials if float(trial["module.label_smoothing"]) == 1.5]
     assert refused and all(trial["val/acc"] == "" for trial in refused)

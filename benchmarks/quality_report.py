@@ -408,6 +408,7 @@ class Run:
     lever: str | None = None
     machine: str = ""
     precision: str = FLOAT32
+    validation: float | None = None  # the validation split's figure, where the line recorded one
 
 
 @dataclass(frozen=True)
@@ -531,6 +532,7 @@ def nmt_runs(results: Iterable[Mapping[str, Any]], today: Mapping[str, Any]) -> 
                 row["corpus"], length_of(row), int(row.get("seed", 0)), contender.name, row["bleu"],
                 speed_of(result["env"], row.get("train_tokens_per_second")), None, result["env"]["time"],
                 base=contender.base, lever=contender.lever, machine=machine_name(result["env"]),
+                validation=row.get("val_bleu"),
             )
             runs.append(run)
     return runs
@@ -584,6 +586,12 @@ class Cell:
     @property
     def seeds(self) -> int:
         return len(self.runs)
+
+    @property
+    def validation(self) -> float | None:
+        """The mean validation figure over seeds, None unless every seed recorded one."""
+        values = [run.validation for run in self.runs]
+        return None if None in values else statistics.mean(values)
 
     @property
     def machine(self) -> str | None:
@@ -810,19 +818,23 @@ class Effect:
     base: Cell
     lever: Cell
 
-    def words(self, gain: bool = False, named: bool = False) -> str:
+    def words(self, gain: bool = False, named: bool = False, validation: bool = False) -> str:
         """``glyphs, 3 epochs: LEVER against BASE (LEVER - BASE)``: the lever's figure first, then
         the defaults' it changes; with ``gain``, the other way round. A pair whose runs did not all
         run on one machine says so (``, on another machine`` after the difference); ``named``
-        names defaults that are not today's (``, the earlier defaults (...)``)."""
+        names defaults that are not today's (``, the earlier defaults (...)``); ``validation`` adds
+        the validation split's figures where both sides recorded them (``; validation A against B``)."""
         first, second = (self.base, self.lever) if gain else (self.lever, self.base)
         seeds = f", {self.base.seeds} seeds" if self.base.seeds > 1 else ""
         other = "" if same_machine(first, second) else ON_ANOTHER_MACHINE
         recipe = f", {recipe_words(self.against)}" if named and self.against not in (DEFAULTS, NMT_DEFAULTS) else ""
+        checked = ""
+        if validation and first.validation is not None and second.validation is not None:
+            checked = f"; validation {first.validation:.1f} against {second.validation:.1f}"
         difference = f"{first.mean - second.mean:+.1f}"  # on the seeds both have: effects() pairs them
         return (
             f"{self.data}, {budget_words(self.budget)}{seeds}: {first.mean:.1f} against {second.mean:.1f} "
-            f"({difference}{other}{recipe})"
+            f"({difference}{other}{recipe}{checked})"
         )
 
 
@@ -864,7 +876,7 @@ def lever_words(lever: str, found: list[Effect]) -> str:
     against, and a nested item per effect (the lever's figure against theirs)."""
     overrides = " ".join(f"`{part}`" for part in lever.split(" + "))
     against = " and ".join(sorted({recipe_words(effect.against) for effect in found}))
-    items = "".join(f"\n    - {effect.words()}" for effect in found)  # a nested list: four spaces for MkDocs
+    items = "".join(f"\n    - {effect.words(validation=True)}" for effect in found)  # a nested list: four spaces for MkDocs
     return f"- **{lever_name(lever)}** ({overrides}), against {against}:{items}"
 
 

@@ -5,6 +5,7 @@ set against the defaults they change, and the figures are written."""
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import json
 from pathlib import Path
@@ -390,6 +391,21 @@ def test_a_lever_set_against_a_run_of_another_machine_says_so() -> None:
     assert words("Intel Xeon", "Intel Xeon") == "toy, 30 minutes: 31.0 against 30.0 (+1.0)"
     assert words("AMD EPYC", "Intel Xeon") == "toy, 30 minutes: 31.0 against 30.0 (+1.0, on another machine)"
     assert words(None, "Intel Xeon").endswith("(+1.0, on another machine)")
+
+
+def test_a_lever_names_earlier_defaults_and_the_validation_figures_where_asked() -> None:
+    def run(test: float, validation: float | None) -> quality_report.Run:
+        return dataclasses.replace(scored(test), validation=validation)
+
+    def effect(base: str, lever_validation: float | None) -> quality_report.Effect:
+        cells = quality_report.Cell((run(30.0, 33.0),)), quality_report.Cell((run(31.0, lever_validation),))
+        return quality_report.Effect("toy", ("minutes", 30.0), base, *cells)
+
+    assert effect(NMT_DEFAULTS, 32.0).words(validation=True) == "toy, 30 minutes: 31.0 against 30.0 (+1.0; validation 32.0 against 33.0)"
+    assert effect(NMT_DEFAULTS, None).words(validation=True) == "toy, 30 minutes: 31.0 against 30.0 (+1.0)"  # one side has none
+    earlier = effect(f"{NMT_DEFAULTS}, dropout 0.1", 32.0)
+    assert earlier.words(gain=True, named=True) == "toy, 30 minutes: 30.0 against 31.0 (-1.0, the earlier defaults (dropout 0.1))"
+    assert effect(NMT_DEFAULTS, 32.0).words(gain=True, named=True) == "toy, 30 minutes: 30.0 against 31.0 (-1.0)"
 
 
 def test_the_lead_as_budget_is_the_largest_multiple_of_budget_the_loop_stays_under() -> None:

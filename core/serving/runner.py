@@ -5,9 +5,10 @@ SIGTERM, or Ctrl-C, stops the server gracefully: the HTTP process stops acceptin
 answers every request it has taken (the inference workers run until it is done, up to LitServe's
 30 s), and the command exits with status 0. Ctrl-C reaches every process of the terminal's group;
 the inference workers ignore it (they start with it ignored) and are stopped after the HTTP
-process. An inference worker that dies while serving is started again. A stop cut short (a signal before serving began, or a second one during the
-graceful stop, which forces it) exits with 128 + the signal's number: 130 for Ctrl-C, 143 for
-SIGTERM.
+process. A stop cut short (a signal before serving began, or a second one during the graceful
+stop, which forces it) exits with 128 + the signal's number: 130 for Ctrl-C, 143 for SIGTERM. An
+inference worker that dies while serving is started again; workers that all fail to load the
+model end the command with one error line.
 """
 
 from __future__ import annotations

@@ -22,7 +22,7 @@ from typing import Any
 
 import lightning.pytorch as pl
 from matplotlib.figure import Figure
-from sacrebleu.metrics import BLEU, CHRF
+from sacrebleu.metrics import CHRF
 
 from core.files.atomic import atomic_path
 from core.training.evaluation import EvaluationReport, Metrics
@@ -131,11 +131,11 @@ class BleuByLengthReport(EvaluationReport):
             rows.append({
                 "label": label(bucket),
                 "sentences": len(kept),
-                "bleu": corpus_score(BLEU(), hypotheses, references).score,
+                "bleu": corpus_score(module.bleu, hypotheses, references).score,
                 "chrf": corpus_score(CHRF(), hypotheses, references).score,
             })
         if rows and self.draws:
-            draw_scores(rows, corpus_score(BLEU(), self.hypotheses, self.references).score, output_dir / FIGURE)
+            draw_scores(rows, corpus_score(module.bleu, self.hypotheses, self.references).score, output_dir / FIGURE)
         metrics: Metrics = {}
         for row in rows:
             metrics[f"bleu_by_length/{row['label']}"] = row["bleu"]

@@ -234,10 +234,11 @@ class TranslationDataModule(BudgetedDataModule):
 
     def module_kwargs(self) -> dict[str, Any]:
         """What the LightningModule needs from the data, as plain types (stored in checkpoints):
-        the tokenizer as its JSON string and the ``max_len`` sources were encoded to."""
+        the tokenizer as its JSON string, the ``max_len`` sources were encoded to and the target
+        language (how BLEU splits words)."""
         if self.tokenizer is None:
             raise RuntimeError("call setup('fit') before module_kwargs()")
-        return {"tokenizer": self.tokenizer.to_json(), "source_max_len": self.max_len}
+        return {"tokenizer": self.tokenizer.to_json(), "source_max_len": self.max_len, "target_lang": self.tgt_lang}
 
     def dataloader(self, examples: EncodedSplit, train: bool, max_tokens: int) -> DataLoader:
         """Token-budget batches of ``examples``: shuffled and sharded over ranks for training."""

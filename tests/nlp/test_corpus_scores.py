@@ -1,6 +1,7 @@
 """Corpus BLEU and chrF scored a chunk of sentences at a time
 (:mod:`nlp.analysis.corpus_scores`) are sacreBLEU's ``corpus_score`` of the whole split: the same
-score and signature, with no more than a chunk of references counted at once."""
+score and signature, with no more than a chunk of references counted at once; and BLEU split
+into words as sacreBLEU splits the target language."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ import random
 import pytest
 from sacrebleu.metrics import BLEU, CHRF
 
-from nlp.analysis.corpus_scores import corpus_score
+from nlp.analysis.corpus_scores import bleu_for, corpus_score
 from nlp.data.toy_corpus import TOY_PAIRS
 
 
@@ -55,3 +56,24 @@ def test_no_more_than_a_chunk_of_references_is_counted_at_once(monkeypatch: pyte
 def test_hypotheses_and_references_must_pair_up() -> None:
     with pytest.raises(ValueError, match="3 hypotheses against 2 references"):
         corpus_score(BLEU(), ["a", "b", "c"], ["a", "b"])
+
+
+def test_chinese_targets_are_split_into_words_as_sacrebleu_splits_them(caplog: pytest.LogCaptureFixture) -> None:
+    hypothesis, reference = ["我今天很高兴"], ["我今天很高兴了"]
+
+    def scored(metric: BLEU) -> tuple[float, str]:
+        """The score of the sentence, and the signature's tokenizer."""
+        score = corpus_score(metric, hypothesis, reference).score
+        return score, next(part for part in str(metric.get_signature()).split("|") if part.startswith("tok:"))
+
+    assert scored(BLEU()) == (0.0, "tok:13a")  # one "word" each: no 4-gram to match
+    for lang in ("zh_CN", "zh-TW", "zh"):
+        score, tokenizer = scored(bleu_for(lang))
+        assert score > 50 and tokenizer == "tok:zh"
+    assert scored(bleu_for("de"))[1] == scored(bleu_for(None))[1] == "tok:13a"
+    try:
+        import MeCab  # noqa: F401 - sacreBLEU's Japanese tokenizer
+    except ImportError:
+        with caplog.at_level("WARNING"):
+            japanese = bleu_for("ja")
+        assert scored(japanese)[1] == "tok:char" and "needs mecab" in caplog.text

@@ -71,7 +71,7 @@ class TranslationModule(FollowsThePlan, pl.LightningModule):
         source_max_len: the data's ``max_len``: sources are encoded as at most
             ``source_max_len - 1`` subwords and ``</s>`` (:mod:`nlp.data.encoding`); None is the
             model's ``max_len``.
-        target_lang: the language of the targets (``de``, ``zh_CN``), which chooses how BLEU
+        tgt_lang: the language of the targets (``de``, ``zh_CN``), which chooses how BLEU
             splits them into words (:func:`nlp.analysis.corpus_scores.bleu_for`); None: ``13a``.
         lr: peak learning rate, reached at the end of warmup (the paper's is
             ``(d_model * warmup_steps) ** -0.5``, 7e-4 for the base model).
@@ -106,7 +106,7 @@ class TranslationModule(FollowsThePlan, pl.LightningModule):
         model: dict[str, Any],
         tokenizer: str,
         source_max_len: int | None = None,
-        target_lang: str | None = None,
+        tgt_lang: str | None = None,
         lr: float = 7e-4,
         warmup_steps: int = 4000,
         cooldown_fraction: float = 0.2,
@@ -132,7 +132,7 @@ class TranslationModule(FollowsThePlan, pl.LightningModule):
         self.net = Seq2SeqTransformer(vocab_size, vocab_size, **special_ids, **{**model, **full})
         self.auto_dropout: float | None = None  # the auto dropout in force
         self.auto_smoothing: float | None = None  # the auto label smoothing of the training loss in force
-        self.bleu, self.chrf = bleu_for(target_lang), CHRF()
+        self.bleu, self.chrf = bleu_for(tgt_lang), CHRF()
         # Per stage, the unsmoothed cross entropy summed over the epoch's target tokens and their count, in
         # float64 and outside the module's state, so a model cast to 16 bits keeps exact totals.
         self.nll_totals: dict[str, Tensor] = {}

@@ -24,14 +24,14 @@ CHUNK = 1_000  # sentences whose references are held as n-gram counts at once
 UNSPACED = {"zh": None, "ja": "char", "ko": "13a"}  # written without spaces between words: the fallback without mecab
 
 
-def bleu_for(target_lang: str | None) -> BLEU:
-    """sacreBLEU's BLEU for references in ``target_lang`` (``de``, ``zh_CN``, ``ja``; None: a
+def bleu_for(tgt_lang: str | None) -> BLEU:
+    """sacreBLEU's BLEU for references in ``tgt_lang`` (``de``, ``zh_CN``, ``ja``; None: a
     language with spaces between words), as sacreBLEU chooses for it: ``13a`` by default, its own
     tokenizers for Chinese, Japanese and Korean, whose words are not separated by spaces (``13a``
     would count a Chinese sentence as a word or two). Japanese and Korean need mecab
     (``pip install "sacrebleu[ja,ko]"``); without it, Japanese is scored on characters and Korean
     on its spaced words, with a warning."""
-    code = (target_lang or "").replace("-", "_").split("_")[0].lower()
+    code = (tgt_lang or "").replace("-", "_").split("_")[0].lower()
     if code not in UNSPACED:
         return BLEU()
     try:

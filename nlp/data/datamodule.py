@@ -238,7 +238,7 @@ class TranslationDataModule(BudgetedDataModule):
         language (how BLEU splits words)."""
         if self.tokenizer is None:
             raise RuntimeError("call setup('fit') before module_kwargs()")
-        return {"tokenizer": self.tokenizer.to_json(), "source_max_len": self.max_len, "target_lang": self.tgt_lang}
+        return {"tokenizer": self.tokenizer.to_json(), "source_max_len": self.max_len, "tgt_lang": self.tgt_lang}
 
     def dataloader(self, examples: EncodedSplit, train: bool, max_tokens: int) -> DataLoader:
         """Token-budget batches of ``examples``: shuffled and sharded over ranks for training."""

@@ -244,6 +244,7 @@ def test_datamodule_frames_sentences_and_exports_its_tokenizer(tmp_path: Path, c
     data = files_datamodule(tmp_path)
     data.setup("fit")
     tokenizer = SubwordTokenizer.from_json(data.module_kwargs()["tokenizer"])
+    assert data.module_kwargs()["tgt_lang"] == data.tgt_lang  # how the module's BLEU splits words
     data.setup("fit")  # idempotent: the same tokenizer, not a retrained one
     assert data.module_kwargs()["tokenizer"] == tokenizer.to_json()
     batch = next(iter(data.val_dataloader()))

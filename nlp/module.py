@@ -134,7 +134,8 @@ class TranslationModule(FollowsThePlan, pl.LightningModule):
         self.auto_smoothing: float | None = None  # the auto label smoothing of the training loss in force
         self.bleu, self.chrf = bleu_for(tgt_lang), CHRF()
         # Per stage, the unsmoothed cross entropy summed over the epoch's target tokens and their count, in
-        # float64 (float32 on MPS: totals_dtype) and outside the module's state, so a model cast to 16 bits keeps exact totals.
+        # float64 (float32 on MPS: totals_dtype) and outside the module's state, so a model cast to 16 bits
+        # keeps exact totals.
         self.nll_totals: dict[str, Tensor] = {}
         self.hypotheses: list[str] = []
         self.references: list[str] = []

@@ -122,29 +122,46 @@ def serve(handler: Handler, path: str, route: Route, args: argparse.Namespace, m
         server stops the workers itself with SIGTERM, after draining the HTTP process (whose
         requests the workers answer). Taken by a worker, it would drop the batch in flight, or
         kill a worker still starting with a traceback. A worker that dies while serving is
-        started again (``restart_workers``, LitServe's monitor), but not once the stop has begun:
-        the monitor would take the workers the stop terminates for dead ones."""
+        started again (``restart_workers``, LitServe's monitor), but not once the stop has begun
+        (the monitor would take the workers the stop terminates for dead ones), nor one that died
+        before it had loaded the model."""
 
         stopping = False
+        load_failed = False
+        launching = threading.Lock()  # the monitor's restart against the stop
 
         def launch_inference_worker(self, lit_api: litserve.LitAPI) -> Any:
             with sigint_ignored():
                 return super().launch_inference_worker(lit_api)
 
         def launch_single_inference_worker(self, lit_api: litserve.LitAPI, worker_id: int) -> Any:
-            if self.stopping:  # the workers this stop terminates are not to be started again
-                return next(worker for worker in self.inference_workers if not worker.is_alive())
-            with sigint_ignored():
-                return super().launch_single_inference_worker(lit_api, worker_id)
+            """A worker in place of the dead one (LitServe's monitor): only of one that had loaded
+            the model. One that died loading it (killed, out of memory) or failed to would fail
+            again every 2 s: that stops the server, and :func:`serve` ends with one error line."""
+            from litserve.utils import WorkerSetupStatus
+
+            with self.launching:
+                status = self.workers_setup_status.get(f"{lit_api.api_path.split('/')[-1]}_{worker_id}")
+                if self.stopping or status != WorkerSetupStatus.READY:
+                    if not self.stopping:
+                        self.load_failed = True
+                        self._shutdown_event.set()  # from the monitor's thread: its own connection to the manager
+                    return self.inference_workers[worker_id]  # the dead one, left as it is
+                with sigint_ignored():
+                    return super().launch_single_inference_worker(lit_api, worker_id)
 
         def _perform_graceful_shutdown(self, *args: Any, **kwargs: Any) -> None:
-            self.stopping = True
+            with self.launching:
+                self.stopping = True
             super()._perform_graceful_shutdown(*args, **kwargs)
+            for child in multiprocessing.active_children():  # one the monitor started as the stop began
+                if child.name == "inference-worker":
+                    child.terminate()
 
         def verify_worker_status(self) -> None:
-            """Wait for a worker to be ready, as LitServe does, but end when every worker has
-            failed to load the model or died loading it (killed for memory: LitServe would wait
-            forever), with one error line, the other workers stopped."""
+            """Wait for a worker to be ready, as LitServe does, but end with one error line when a
+            worker fails to load the model before any is ready, or every worker has died loading it
+            (killed for memory: LitServe would wait forever); the other workers are stopped."""
             from litserve.utils import WorkerSetupStatus
 
             while not any(status == WorkerSetupStatus.READY for status in self.workers_setup_status.values()):
@@ -152,10 +169,8 @@ def serve(handler: Handler, path: str, route: Route, args: argparse.Namespace, m
                 if failed or not any(worker.is_alive() for worker in self.inference_workers):
                     for worker in self.inference_workers:
                         worker.terminate()
-                    raise InputError(
-                        f"the inference workers could not load the model on {args.device} (the log above says why); "
-                        "pass fewer --workers, or another --device"
-                    )
+                    self.transport_config.manager.shutdown()
+                    raise InputError(cannot_load(args.device))
                 time.sleep(0.05)
 
     api = BatchedAPI(handler, path, args.max_batch_size, args.batch_timeout)
@@ -174,10 +189,17 @@ def serve(handler: Handler, path: str, route: Route, args: argparse.Namespace, m
         server.run(  # one HTTP process for all the workers (LitServe's default starts one per worker)
             host=args.host, port=args.port, log_level=args.log_level, generate_client_file=False, num_api_servers=1
         )
+        if server.load_failed:
+            raise InputError(cannot_load(args.device))
     except KeyboardInterrupt:  # before serving began, or a second signal during the graceful stop
         for child in multiprocessing.active_children():
             child.terminate()
         raise SystemExit(128 + (received[-1] if received else signal.SIGINT)) from None
+
+
+def cannot_load(device: str) -> str:
+    """The error line of inference workers that could not load the model."""
+    return f"the inference workers could not load the model on {device} (the log above says why); pass fewer --workers, or another --device"
 
 
 @contextmanager

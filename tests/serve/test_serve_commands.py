@@ -149,5 +149,10 @@ def test_workers_that_cannot_load_the_model_end_the_command_with_one_error_line(
         host="127.0.0.1", port=free_port(), workers=1, max_batch_size=1, batch_timeout=0.01,
         max_body_bytes=1000, log_level="warning", device="cpu",
     )
-    with pytest.raises(InputError, match="the inference workers could not load the model on cpu"):
-        serve(WorkerThatCannotLoad(killed), vision_serve.ROUTE, vision_serve.route(), args, {})
+    handlers = {signum: signal.getsignal(signum) for signum in (signal.SIGINT, signal.SIGTERM)}  # serve() sets its own
+    try:
+        with pytest.raises(InputError, match="the inference workers could not load the model on cpu"):
+            serve(WorkerThatCannotLoad(killed), vision_serve.ROUTE, vision_serve.route(), args, {})
+    finally:
+        for signum, handler in handlers.items():
+            signal.signal(signum, handler)

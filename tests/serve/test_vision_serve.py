@@ -302,6 +302,22 @@ def test_a_worker_that_dies_is_started_again_and_the_server_goes_on(
     assert spawned_workers(server.process.pid) == []  # the replacement stopped with the server
 
 
+def test_a_worker_that_cannot_load_the_model_again_stops_the_server_with_one_error_line(
+    tmp_path: Path, classifier_checkpoint: Path
+) -> None:
+    checkpoint = tmp_path / "classifier.ckpt"
+    checkpoint.write_bytes(classifier_checkpoint.read_bytes())
+    with Server("vision.serve", checkpoint, tmp_path / "server.log") as server:
+        (worker,) = spawned_workers(server.process.pid)
+        checkpoint.unlink()  # its replacement cannot load it: started again every 2 s, it would fail for ever
+        os.kill(worker, signal.SIGKILL)
+        status = server.process.wait(timeout=60)
+    errors = [line for line in server.output().splitlines() if line.startswith("error:")]
+    assert status == 2 and errors == ["error: the inference workers could not load the model on cpu (the log above "
+                                      "says why); pass fewer --workers, or another --device"], server.output()
+    assert spawned_workers(server.process.pid) == []
+
+
 def test_a_second_sigterm_forces_the_stop_and_exits_143(tmp_path: Path, classifier_checkpoint: Path, expected: dict) -> None:
     path = next(iter(expected))
     # A batch waits up to 5 s for company: the graceful stop still waits on it when the second SIGTERM comes.

@@ -6,6 +6,9 @@ from __future__ import annotations
 import csv
 import json
 import logging
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -151,3 +154,17 @@ def test_a_trial_whose_settings_are_refused_is_recorded_and_the_search_goes_on(t
     refused = [trial for trial in trials if float(trial["module.label_smoothing"]) == 1.5]
     assert refused and all(trial["val/acc"] == "" for trial in refused)
     assert all(trial["val/acc"] != "" for trial in trials if trial not in refused)
+
+
+@pytest.mark.slow
+def test_a_search_whose_every_trial_is_refused_ends_in_one_error_line(tmp_path: Path) -> None:
+    pytest.importorskip("hydra_plugins.hydra_optuna_sweeper")
+    completed = subprocess.run(
+        [sys.executable, "-m", "vision.train", "hparams_search=vision_optuna", *TINY_VISION_RUN, "trainer.max_steps=2",
+         "module.label_smoothing=choice(1.5, 2.0)", "hydra.sweeper.n_trials=2", f"hydra.sweep.dir={tmp_path / 'sweep'}"],
+        cwd=ROOT, capture_output=True, text=True, timeout=600, env={**os.environ, "OMP_NUM_THREADS": "1"},
+    )
+    errors = [line for line in completed.stderr.splitlines() if line.startswith("error:")]
+    assert completed.returncode == 2 and "Traceback" not in completed.stderr, completed.stderr[-3000:]
+    assert errors == ["error: no trial of the search completed: each was refused or failed (the log's 'Failed experiment' "
+                      "lines say why)"], completed.stderr[-3000:]

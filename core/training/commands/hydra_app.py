@@ -19,6 +19,8 @@ T = TypeVar("T")
 # Set beside HYDRA_FULL_ERROR=1 when a command sets that for Hydra itself: the processes it starts
 # (Lightning's DDP workers run the command again) inherit both, and know the user did not ask.
 SET_BY_COMMAND = "CORE_HYDRA_FULL_ERROR_SET_BY_COMMAND"
+NO_TRIAL_COMPLETED = "No trials are completed yet"  # Optuna's error when the sweeper asks for the best of none
+FAILED_TRIAL = "Failed experiment"  # how the Optuna sweeper logs a trial that raised
 
 
 def launch_stamp() -> str:
@@ -150,13 +152,19 @@ def hydra_app(config_name: str, config_path: str, command: str) -> Callable[[Cal
                 fail(f"{str(error).splitlines()[0]}{options}")
             except TrainingDiverged as error:  # a diverged job ended Hydra's basic sweep
                 fail(str(error), EXIT_DIVERGED)
-            except (InputError, FileNotFoundError) as error:  # a refused job ended Hydra's basic sweep
+            except InputError as error:  # a refused job ended Hydra's basic sweep
                 fail(str(error))
+            except ValueError as error:
+                if NO_TRIAL_COMPLETED not in str(error):
+                    raise
+                fail(f"no trial of the search completed: each was refused or failed (the log's '{FAILED_TRIAL}' lines say why)")
             except (HydraException, OmegaConfBaseException) as error:
                 cause = error.__cause__ or error.__context__
                 detail = f" ({str(cause).splitlines()[0]})" if isinstance(cause, OmegaConfBaseException) else ""
                 fail(f"{str(error).splitlines()[0]}{detail}; see --help or --cfg job for the configuration")
             except OSError as error:
+                if started and isinstance(error, FileNotFoundError):  # a job's missing file ended Hydra's basic sweep
+                    fail(str(error))
                 if started:
                     raise
                 # Hydra could not make or write the run directory, before the task began.

@@ -779,7 +779,7 @@ def defaults_table(
 def times(multiple: float) -> str:
     """A multiple as the lead as budget writes it: cut, never rounded up, to two decimals (30 / 8
     is 3.75, 10 / 3 is 3.33, 4 is 4)."""
-    return f"{math.floor(multiple * 100) / 100:g}"
+    return f"{math.floor(round(multiple * 100, 9)) / 100:g}"  # rounded first: 2.3 * 100 is 229.99999999999997
 
 
 def budget_multiples(figures: Mapping[tuple, Cell], ours: str, loop: str) -> str:

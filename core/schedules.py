@@ -40,7 +40,8 @@ class BudgetedSchedule:
         over stays over, or a longer plan would take the rate back into its warmup."""
         self.total_steps = max(1, int(total_steps))
         warmup = min(self.requested_warmup, math.floor(max_warmup_fraction * self.total_steps))
-        self.warmup_steps = warmup if step < self.warmup_steps else min(warmup, self.warmup_steps)
+        over = step + 1 >= self.warmup_steps  # the factor at step is (step + 1) / warmup_steps
+        self.warmup_steps = min(warmup, self.warmup_steps) if over else warmup
         return self.warmup_steps < self.requested_warmup
 
     def warmup(self, step: int) -> float:

@@ -408,6 +408,10 @@ def test_a_lever_names_earlier_defaults_and_the_validation_figures_where_asked()
     assert effect(NMT_DEFAULTS, 32.0).words(gain=True, named=True) == "toy, 30 minutes: 30.0 against 31.0 (-1.0)"
 
 
+def test_a_multiple_is_cut_to_two_decimals_never_rounded_up() -> None:
+    assert [quality_report.times(m) for m in (30 / 8, 10 / 3, 4.0, 2.3, 2 / 3)] == ["3.75", "3.33", "4", "2.3", "0.66"]
+
+
 def test_the_lead_as_budget_is_the_largest_multiple_of_budget_the_loop_stays_under() -> None:
     """Each set names the loop's largest budget still under a figure of the defaults at a smaller
     budget of the same unit, with the multiple; a set where the loop catches up has no line."""

@@ -55,6 +55,9 @@ def test_a_longer_plan_does_not_take_the_rate_back_into_a_warmup_that_is_over(sc
     assert schedule.warmup_steps == 30 and schedule(40) > 0.9  # not 41 / 60 of the peak
     schedule.plan(200, max_warmup_fraction=0.3, step=10)  # inside the warmup, it follows the plan
     assert schedule.warmup_steps == 60
+    schedule.plan(100, max_warmup_fraction=0.3, step=10)  # warmup 30 again
+    schedule.plan(200, max_warmup_fraction=0.3, step=29)  # its last step, already at the peak: over
+    assert schedule.warmup_steps == 30
 
 
 def test_inverse_sqrt_cooldown_ends_at_the_budget() -> None:

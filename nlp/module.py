@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import logging
 from pathlib import Path
 from typing import Any
@@ -11,7 +12,7 @@ import torch
 import torch.nn.functional as F
 from lightning.pytorch.trainer.states import TrainerFn
 from lightning.pytorch.utilities import rank_zero_only
-from sacrebleu.metrics import CHRF
+from sacrebleu.metrics import BLEU, CHRF
 from torch import Tensor
 
 import core
@@ -132,7 +133,7 @@ class TranslationModule(FollowsThePlan, pl.LightningModule):
         self.net = Seq2SeqTransformer(vocab_size, vocab_size, **special_ids, **{**model, **full})
         self.auto_dropout: float | None = None  # the auto dropout in force
         self.auto_smoothing: float | None = None  # the auto label smoothing of the training loss in force
-        self.bleu, self.chrf = bleu_for(tgt_lang), CHRF()
+        self.chrf = CHRF()
         # Per stage, the unsmoothed cross entropy summed over the epoch's target tokens and their count, in
         # float64 (float32 on MPS: totals_dtype) and outside the module's state, so a model cast to 16 bits
         # keeps exact totals.
@@ -208,6 +209,12 @@ class TranslationModule(FollowsThePlan, pl.LightningModule):
                     "label smoothing %.3g for %.3g planned passes over the corpus (module.label_smoothing=auto)", smoothing, epochs
                 )
                 self.auto_smoothing = smoothing
+
+    @functools.cached_property
+    def bleu(self) -> BLEU:
+        """sacreBLEU's BLEU for the targets' language (:func:`nlp.analysis.corpus_scores.bleu_for`),
+        made when first scored: a model loaded to translate never builds it (nor warns of mecab)."""
+        return bleu_for(self.hparams.get("tgt_lang"))
 
     def set_dropout(self, rate: float) -> None:
         """Every dropout layer of the network at ``rate`` (the auto dropout), but the feed-forward

@@ -21,7 +21,7 @@ from sacrebleu.metrics.chrf import CHRFScore
 log = logging.getLogger(__name__)
 
 CHUNK = 1_000  # sentences whose references are held as n-gram counts at once
-UNSPACED = {"zh": None, "ja": "char", "ko": "13a"}  # written without spaces between words: the fallback without mecab
+MECAB_FALLBACK = {"ja": "char", "ko": "13a"}  # sacreBLEU's tokenizer of each without mecab: characters, spaced words
 
 
 def bleu_for(tgt_lang: str | None) -> BLEU:
@@ -32,12 +32,14 @@ def bleu_for(tgt_lang: str | None) -> BLEU:
     (``pip install "sacrebleu[ja,ko]"``); without it, Japanese is scored on characters and Korean
     on its spaced words, with a warning."""
     code = (tgt_lang or "").replace("-", "_").split("_")[0].lower()
-    if code not in UNSPACED:
+    if code == "zh":
+        return BLEU(trg_lang=code)
+    if code not in MECAB_FALLBACK:
         return BLEU()
     try:
         return BLEU(trg_lang=code)
     except RuntimeError:  # the mecab packages are missing
-        fallback = UNSPACED[code]
+        fallback = MECAB_FALLBACK[code]
         log.warning('BLEU for %s targets needs mecab (pip install "sacrebleu[ja,ko]"); scoring with tokenize=%s', code, fallback)
         return BLEU(tokenize=fallback)
 

@@ -13,7 +13,7 @@ from torch import Tensor
 from torchvision import transforms as T
 
 from core.errors import InputError
-from vision.data.folder import UNREADABLE, read_image
+from vision.data.folder import UNREADABLE, error_reason, read_image, unreadable_reason
 from vision.module import ImageClassifier, load_classifier
 from vision.data.transforms import eval_transform
 
@@ -34,9 +34,21 @@ def load_image(path: str | Path) -> Image.Image:
     try:
         return read_image(path)
     except UNREADABLE as error:
-        raise InputError(
-            f"{path} is not a readable image ({type(error).__name__}: {error}); pass a file Pillow can open"
-        ) from None
+        raise unreadable_image(path, error_reason(error)) from None
+
+
+def require_readable(paths: list[str]) -> None:
+    """Refuse the first of ``paths`` that does not decode as an image, before any is classified (a
+    JPEG is decoded at an eighth of its size: :func:`vision.data.folder.unreadable_reason`)."""
+    for path in paths:
+        if (reason := unreadable_reason(path)) is not None:
+            raise unreadable_image(path, reason)
+
+
+def unreadable_image(path: str | Path, reason: str) -> InputError:
+    """The error of an image file Pillow cannot decode, ``reason`` its read error
+    (:func:`vision.data.folder.error_reason`)."""
+    return InputError(f"{path} is not a readable image ({reason}); pass a file Pillow can open")
 
 
 def data_config(classifier: ImageClassifier) -> dict[str, Any]:

@@ -17,7 +17,6 @@ from typing import TYPE_CHECKING
 
 from core.commands.arguments import ArgumentParser, add_device_option, positive_int, readable_text
 from core.commands.exit import command
-from core.errors import InputError
 
 if TYPE_CHECKING:
     from vision.module import ImageClassifier
@@ -81,16 +80,6 @@ def write_json(checkpoint: str, results: Iterator[tuple[str, Ranked]]) -> None:
     sys.stdout.write("\n]}\n")
 
 
-def require_readable(paths: list[str]) -> None:
-    """Refuse the first of ``paths`` that does not decode as an image (a JPEG is decoded at an
-    eighth of its size: :func:`vision.data.folder.unreadable_reason`)."""
-    from vision.data.folder import unreadable_reason
-
-    for path in paths:
-        if (reason := unreadable_reason(path)) is not None:
-            raise InputError(f"{path} is not a readable image ({reason}); pass a file Pillow can open")
-
-
 @command
 def main(argv: list[str] | None = None) -> None:
     """Print the ``--top-k`` classes of each image, as text or JSON."""
@@ -98,9 +87,12 @@ def main(argv: list[str] | None = None) -> None:
     missing = next((path for path in args.images if not Path(path).is_file()), None)
     if missing is not None:  # before any work, not after printing half the results
         raise FileNotFoundError(f"image {missing} does not exist (or is not a file); check the path")
+    # torch, timm and Lightning load after the arguments are read
+    from vision.inference import require_readable
+    from vision.module import load_classifier
+
     if args.json:  # every image decoded once first: an unreadable one would cut the object short
         require_readable(args.images)
-    from vision.module import load_classifier  # torch, timm and Lightning load after the arguments are read
 
     classifier = load_classifier(args.checkpoint, args.device)
     if args.flip_tta:
